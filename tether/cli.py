@@ -1,0 +1,105 @@
+"""The ``tether`` command line: ``serve``, ``formats``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from tether.errors import TetherError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="tether",
+    help="Serve small local models with reliable tool calling (OpenAI-compatible).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"tether: error: {message}", err=True)
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def serve(
+    model: Annotated[
+        str | None, typer.Option(help="GGUF file to serve. Default: the bundled SmolLM2-135M-Instruct Q4_1.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to bind. Non-loopback needs --api-key.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    api_key: Annotated[
+        str | None, typer.Option(envvar="TETHER_API_KEY", help="Require 'Authorization: Bearer KEY'.")
+    ] = None,
+    ctx: Annotated[int, typer.Option(help="Context window in tokens.")] = 8192,
+    slots: Annotated[int, typer.Option(help="Concurrent generations (one model context each).")] = 1,
+    queue_limit: Annotated[int, typer.Option(help="Requests allowed to wait for a slot before 429.")] = 16,
+    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
+    tool_format: Annotated[
+        str | None, typer.Option(help="Tool-call format (see `tether formats list`); default: detected.")
+    ] = None,
+    constrain: Annotated[str, typer.Option(help="Grammar constraint: off | names | strict.")] = "names",
+    model_alias: Annotated[list[str] | None, typer.Option(help="Extra model names to answer to.")] = None,
+    log_level: Annotated[str, typer.Option(help="debug | info | warning | error")] = "info",
+) -> None:
+    """Start the OpenAI-compatible server on an embedded llama.cpp engine."""
+    from pydantic import ValidationError
+
+    from tether.config import Settings
+    from tether.logging import configure_logging
+
+    configure_logging(log_level)
+    try:
+        settings = Settings(
+            model=model,
+            host=host,
+            port=port,
+            api_key=api_key,
+            ctx=ctx,
+            slots=slots,
+            queue_limit=queue_limit,
+            threads=threads,
+            tool_format=tool_format,
+            constrain=constrain,  # type: ignore[arg-type]
+            model_alias=model_alias or [],
+        )
+        config = settings.to_config()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        _fail(f"--{'-'.join(str(p) for p in first['loc']).replace('_', '-')}: {first['msg']}")
+        return
+    except TetherError as exc:
+        _fail(exc.message)
+        return
+    try:
+        from tether.server import build_app, run_server
+
+        application = build_app(config, progress=sys.stderr.isatty())
+    except TetherError as exc:
+        _fail(exc.message)
+        return
+    run_server(application, config)
+
+
+def _register_subcommands() -> None:
+    try:
+        from tether.grammar.formats.cli import formats_app
+    except ImportError:  # pragma: no cover
+        return
+    app.add_typer(formats_app, name="formats", help="List tool-call formats or detect one from a GGUF.")
+
+
+_register_subcommands()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+

@@ -1,0 +1,95 @@
+"""Configuration: pydantic-settings at the edge, frozen dataclasses inside.
+
+``Settings`` reads CLI values and ``TETHER_*`` environment variables once; the
+rest of the code only sees the frozen ``ServerConfig`` built from it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tether.errors import ConfigError
+
+__all__ = ["ConstrainMode", "ServerConfig", "Settings", "is_loopback"]
+
+ConstrainMode = Literal["off", "names", "strict"]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything the app factory needs; immutable once the server starts."""
+
+    model_path: str | None = None
+    model_aliases: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None
+    n_ctx: int = 8192
+    slots: int = 1
+    queue_limit: int = 16
+    n_threads: int | None = None
+    tool_format: str | None = None
+    constrain: ConstrainMode = "names"
+    max_body_bytes: int = 8 * 1024 * 1024
+    default_temperature: float = 0.8
+    default_max_tokens: int = 1024
+    cors_origins: tuple[str, ...] = ("http://localhost", "http://127.0.0.1")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    """Edge configuration; every field may come from a ``TETHER_<NAME>`` variable."""
+
+    model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore")
+
+    model: str | None = Field(default=None, description="Path of a GGUF file; default: the bundled SmolLM2.")
+    model_alias: list[str] = Field(default_factory=list)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    api_key: str | None = None
+    ctx: int = Field(default=8192, ge=256)
+    slots: int = Field(default=1, ge=1, le=64)
+    queue_limit: int = Field(default=16, ge=0)
+    threads: int | None = Field(default=None, ge=1)
+    tool_format: str | None = None
+    constrain: ConstrainMode = "names"
+    max_body_mb: float = Field(default=8.0, gt=0)
+    temperature: float = Field(default=0.8, ge=0, le=2)
+    max_tokens: int = Field(default=1024, ge=1)
+
+    def to_config(self) -> ServerConfig:
+        """Validate cross-field rules and freeze."""
+        if not is_loopback(self.host) and not self.api_key:
+            raise ConfigError(
+                f"refusing to bind {self.host} without an API key: pass --api-key (or TETHER_API_KEY), "
+                "or bind 127.0.0.1"
+            )
+        return ServerConfig(
+            model_path=self.model,
+            model_aliases=tuple(self.model_alias),
+            host=self.host,
+            port=self.port,
+            api_key=self.api_key or None,
+            n_ctx=self.ctx,
+            slots=self.slots,
+            queue_limit=self.queue_limit,
+            n_threads=self.threads,
+            tool_format=self.tool_format,
+            constrain=self.constrain,
+            max_body_bytes=int(self.max_body_mb * 1024 * 1024),
+            default_temperature=self.temperature,
+            default_max_tokens=self.max_tokens,
+        )

@@ -1,0 +1,118 @@
+"""Engine-neutral types and the ``Engine`` Protocol every backend implements.
+
+An engine turns prompt token ids into a stream of ``Token`` events ending in one
+``Done``. It is synchronous and single-context: the scheduler guarantees that
+one engine instance runs one generation at a time, on a worker thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "Done",
+    "Engine",
+    "EngineInfo",
+    "FinishReason",
+    "GenerationEvent",
+    "LogitsProcessor",
+    "SamplingParams",
+    "Token",
+]
+
+FinishReason = Literal["stop", "length", "cancelled"]
+
+# A plain callable, as in mlx-lm and llama-cpp-python: (ids so far, logits) -> logits.
+# ``ids`` holds the prompt and the generated tokens; processors may modify logits in place.
+LogitsProcessor = Callable[[npt.NDArray[np.intc], npt.NDArray[np.single]], npt.NDArray[np.single]]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings for one generation. ``temperature == 0`` means greedy."""
+
+    max_tokens: int = 256
+    temperature: float = 0.8
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What the proxy needs to know about a loaded model."""
+
+    model_id: str
+    n_ctx: int
+    chat_template: str | None
+    bos_token: str
+    eos_token: str
+    eos_token_ids: frozenset[int]
+    n_vocab: int
+    path: str = ""
+    control_token_ids: frozenset[int] = frozenset()
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Token:
+    """One sampled token and the text it completes (``""`` while a UTF-8 sequence is split)."""
+
+    id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    """End of a generation with its accounting."""
+
+    finish_reason: FinishReason
+    prompt_tokens: int
+    prompt_tokens_evaluated: int
+    completion_tokens: int
+
+
+GenerationEvent = Token | Done
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A loaded model with one inference context."""
+
+    @property
+    def info(self) -> EngineInfo: ...
+
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        """Token ids for ``text``; ``special`` parses special-token text (``<|im_start|>``)."""
+        ...
+
+    def detokenize(self, ids: Sequence[int]) -> str: ...
+
+    def token_pieces(self) -> list[bytes]:
+        """The raw bytes of every vocabulary entry, indexed by token id (for grammar masks)."""
+        ...
+
+    def cached_prefix_len(self, prompt: Sequence[int]) -> int:
+        """How many leading tokens of ``prompt`` the context already holds (prefix reuse)."""
+        ...
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams,
+        *,
+        logits_processor: LogitsProcessor | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[GenerationEvent]:
+        """Stream tokens for ``prompt``; always ends with exactly one ``Done``."""
+        ...
+
+    def close(self) -> None: ...

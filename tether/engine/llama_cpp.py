@@ -1,0 +1,200 @@
+"""The in-process llama.cpp engine on ``llama-cpp-python``.
+
+One instance owns one ``Llama`` context. Prefix reuse is the live context's:
+a prompt that shares a prefix with what the context holds only evaluates the
+new tail (``Llama.generate`` trims the KV cache to the common prefix).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import secrets
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from tether.engine.base import Done, EngineInfo, FinishReason, GenerationEvent, LogitsProcessor, SamplingParams, Token
+from tether.errors import ConfigError, EngineError
+
+__all__ = ["LlamaCppEngine", "model_id_for"]
+
+log = structlog.get_logger(__name__)
+
+
+def model_id_for(path: Path, metadata: dict[str, str]) -> str:
+    """A short, stable model id from the file name (``SmolLM2-135M-Instruct.Q4_1.gguf`` -> ``smollm2-135m-instruct``)."""
+    name = path.stem.split(".")[0] or metadata.get("general.name", "model")
+    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") or path.stem
+
+
+class LlamaCppEngine:
+    """A GGUF model with one llama.cpp context."""
+
+    def __init__(self, path: str | Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512) -> None:
+        try:
+            import llama_cpp
+        except ImportError as exc:  # pragma: no cover - exercised only on broken installs
+            raise ConfigError("llama-cpp-python is not installed: run `make setup`") from exc
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"model file not found: {path}")
+        threads = n_threads or os.cpu_count() or 1
+        try:
+            self._llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_batch=n_batch,
+                verbose=False,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"llama.cpp could not load {path}: {exc}") from exc
+        self._lock = threading.Lock()
+        self._pieces: list[bytes] | None = None
+        meta = {str(k): str(v) for k, v in self._llm.metadata.items()}
+        model = self._llm._model
+        eos = {int(model.token_eos())}
+        n_vocab = self._llm.n_vocab()
+        eos |= {i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(model.vocab, i)}
+        control = frozenset(i for i in range(n_vocab) if llama_cpp.llama_vocab_is_control(model.vocab, i))
+        self._bos_text = self._piece_text(int(model.token_bos())) if int(model.token_bos()) >= 0 else ""
+        self._info = EngineInfo(
+            model_id=model_id_for(path, meta),
+            n_ctx=self._llm.n_ctx(),
+            chat_template=meta.get("tokenizer.chat_template"),
+            bos_token=self._bos_text,
+            eos_token=self._piece_text(int(model.token_eos())),
+            eos_token_ids=frozenset(eos),
+            n_vocab=n_vocab,
+            path=str(path),
+            control_token_ids=control,
+            metadata={k: v for k, v in meta.items() if k != "tokenizer.chat_template"},
+        )
+        log.info("model_loaded", path=str(path), n_ctx=self._info.n_ctx, threads=threads)
+
+    def _piece_text(self, token: int) -> str:
+        return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+    @property
+    def info(self) -> EngineInfo:
+        return self._info
+
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        add_bos = not (self._bos_text and text.startswith(self._bos_text))
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self._llm.detokenize(list(ids), special=True).decode("utf-8", errors="replace")
+
+    def token_pieces(self) -> list[bytes]:
+        if self._pieces is None:
+            import ctypes
+
+            import llama_cpp
+
+            vocab = self._llm._model.vocab
+            buf = ctypes.create_string_buffer(256)
+            pieces: list[bytes] = []
+            for i in range(self._info.n_vocab):
+                n = llama_cpp.llama_token_to_piece(vocab, i, buf, len(buf), 0, True)
+                pieces.append(buf.raw[: max(n, 0)])
+            self._pieces = pieces
+        return self._pieces
+
+    def cached_prefix_len(self, prompt: Sequence[int]) -> int:
+        held = self._llm._input_ids
+        n = 0
+        for a, b in zip(held, prompt, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    def _evaluated(self, prompt: Sequence[int]) -> int:
+        """How many prompt tokens ``Llama.generate`` will evaluate (mirrors its reuse rule)."""
+        if self._llm.n_tokens == 0:
+            return len(prompt)
+        common = self.cached_prefix_len(prompt)
+        consumed = common == len(prompt)
+        if consumed and self._llm.n_tokens == len(prompt) and not getattr(self._llm, "_requires_eval", True):
+            return 0
+        reuse = common - 1 if consumed else common
+        return len(prompt) - reuse if reuse > 0 else len(prompt)
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams,
+        *,
+        logits_processor: LogitsProcessor | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[GenerationEvent]:
+        if not self._lock.acquire(blocking=False):
+            raise EngineError("engine context is busy: the scheduler must not run two generations on one slot")
+        try:
+            yield from self._generate(prompt, params, logits_processor, cancel)
+        finally:
+            self._lock.release()
+
+    def _generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams,
+        logits_processor: LogitsProcessor | None,
+        cancel: threading.Event | None,
+    ) -> Iterator[GenerationEvent]:
+        llm = self._llm
+        evaluated = self._evaluated(prompt)
+        llm.set_seed(params.seed if params.seed is not None else secrets.randbits(31))
+        processors: Any = [_as_llama_processor(logits_processor)] if logits_processor else None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        eos = self._info.eos_token_ids
+        produced = 0
+        finish: FinishReason = "length"
+        tokens = llm.generate(
+            list(prompt),
+            top_k=params.top_k,
+            top_p=params.top_p,
+            min_p=params.min_p,
+            temp=params.temperature,
+            repeat_penalty=params.repeat_penalty,
+            logits_processor=processors,
+        )
+        try:
+            for token in tokens:
+                if token in eos:
+                    finish = "stop"
+                    break
+                produced += 1
+                yield Token(int(token), decoder.decode(llm.detokenize([token], special=True)))
+                if produced >= params.max_tokens:
+                    break
+                if cancel is not None and cancel.is_set():
+                    finish = "cancelled"
+                    break
+        finally:
+            tokens.close()
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield Token(-1, tail)
+        yield Done(finish, len(prompt), evaluated, produced)
+
+    def close(self) -> None:
+        self._llm.close()
+
+
+def _as_llama_processor(fn: LogitsProcessor) -> Any:
+    """llama-cpp-python hands a strided view of the logits; give the processor a contiguous array."""
+
+    def apply(ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        return fn(ids, np.ascontiguousarray(logits))
+
+    return apply

@@ -1,0 +1,163 @@
+"""The one error hierarchy of tether.
+
+Every error a user can see is a ``TetherError`` subclass. HTTP status, the
+OpenAI ``type``/``code`` and whether a client may retry are class attributes,
+so the proxy maps errors to responses without ever looking at message text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AuthenticationError",
+    "ConfigError",
+    "ContextOverflowError",
+    "EngineError",
+    "FormatError",
+    "InvalidRequestError",
+    "ModelNotFoundError",
+    "PayloadTooLargeError",
+    "QueueFullError",
+    "RequestCancelledError",
+    "SandboxError",
+    "TetherError",
+    "ToolError",
+]
+
+
+class TetherError(Exception):
+    """Base class. ``status``: HTTP status; ``retryable``: may the same request succeed later."""
+
+    status: ClassVar[int] = 500
+    error_type: ClassVar[str] = "server_error"
+    code: ClassVar[str | None] = None
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, param: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.extra = extra
+
+    def to_openai(self) -> dict[str, Any]:
+        """The error body in OpenAI's shape."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class InvalidRequestError(TetherError):
+    """The request is malformed or violates the API schema."""
+
+    status = 400
+    error_type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class ContextOverflowError(InvalidRequestError):
+    """The prompt (plus the requested completion) does not fit the model's context window."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, prompt_tokens: int, n_ctx: int, *, max_tokens: int | None = None) -> None:
+        wanted = f" plus max_tokens {max_tokens}" if max_tokens else ""
+        super().__init__(
+            f"This model's maximum context length is {n_ctx} tokens, but the request has "
+            f"{prompt_tokens} prompt tokens{wanted}: context length exceeded. "
+            "Shorten the messages or reduce max_tokens.",
+            param="messages",
+        )
+        self.prompt_tokens = prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class AuthenticationError(TetherError):
+    """Missing or wrong API key."""
+
+    status = 401
+    error_type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class ModelNotFoundError(TetherError):
+    """The request names a model this server does not serve."""
+
+    status = 404
+    error_type = "invalid_request_error"
+    code = "model_not_found"
+
+
+class PayloadTooLargeError(TetherError):
+    """The request body is larger than the configured limit."""
+
+    status = 413
+    error_type = "invalid_request_error"
+    code = "payload_too_large"
+
+
+class QueueFullError(TetherError):
+    """Every slot is busy and the wait queue is full; retry after ``retry_after`` seconds."""
+
+    status = 429
+    error_type = "rate_limit_error"
+    code = "queue_full"
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RequestCancelledError(TetherError):
+    """The client went away or the request was cancelled."""
+
+    status = 499
+    error_type = "cancelled"
+    code = "cancelled"
+
+
+class EngineError(TetherError):
+    """The inference engine failed."""
+
+    status = 500
+    error_type = "server_error"
+    code = "engine_error"
+    retryable = True
+
+
+class ConfigError(TetherError):
+    """The configuration is invalid (raised at start-up, shown as one line by the CLI)."""
+
+    status = 500
+    error_type = "server_error"
+    code = "config_error"
+
+
+class FormatError(TetherError):
+    """A tool-call format is unknown or cannot be used with this model."""
+
+    status = 400
+    error_type = "invalid_request_error"
+    code = "format_error"
+
+
+class ToolError(TetherError):
+    """A tool failed or was refused; reported to the model as a tool result, not to the client."""
+
+    status = 500
+    error_type = "server_error"
+    code = "tool_error"
+
+
+class SandboxError(TetherError):
+    """The sandbox cannot run (missing bubblewrap, namespaces refused); fails closed."""
+
+    status = 500
+    error_type = "server_error"
+    code = "sandbox_unavailable"

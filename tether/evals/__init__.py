@@ -1,0 +1,1 @@
+"""Evaluation: BFCL and scenario suites, bare vs guarded."""

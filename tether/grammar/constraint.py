@@ -1,0 +1,145 @@
+"""The layer-0 logits processor: idle during prose, armed on a tool-call marker.
+
+A plain callable ``(ids, logits) -> logits`` for the engine seam. It reads the
+tokens sampled since its last call, advances its automaton, and masks the
+logits with the cached allowed set of the current state. Idle states cost one
+bytes append and a marker search. When nothing fits (a dead end) it ends the
+generation (only EOS stays allowed) and records the event: an armed name slot
+never fails open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from tether.grammar.automata import Automaton, State
+from tether.grammar.masks import MaskCache
+from tether.grammar.plan import ConstraintPlan
+from tether.grammar.vocab import TokenVocab
+
+__all__ = ["ToolConstraint", "in_tail"]
+
+log = structlog.get_logger(__name__)
+
+
+def in_tail(state: State) -> bool:
+    """True once the automaton has entered its trailing ``AnyTail`` (the guarded region is over)."""
+    while isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], int):
+        state = state[1]
+    return bool(state == "tail")
+
+
+@dataclass
+class ConstraintStats:
+    armed: int = 0
+    masked_steps: int = 0
+    dead_ends: int = 0
+    rejected_tokens: int = 0
+
+
+class ToolConstraint:
+    """One request's constraint. Not thread-safe; one per generation."""
+
+    def __init__(self, plan: ConstraintPlan, vocab: TokenVocab, masks: MaskCache, prompt_len: int) -> None:
+        self.plan = plan
+        self.vocab = vocab
+        self.masks = masks
+        self.prompt_len = prompt_len
+        self.seen = prompt_len
+        self.automaton: Automaton = plan.automaton
+        self.state: State | None = self.automaton.start() if plan.from_start else None
+        self.tail = b""
+        self.at_start = True
+        self.stats = ConstraintStats()
+        self._max_marker = max((len(m) for m in plan.markers), default=0)
+        if plan.from_start:
+            self.stats.armed += 1
+
+    # The engine seam.
+    def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        n = len(ids)
+        if n > self.seen:
+            for tid in ids[self.seen : n].tolist():
+                self._consume(int(tid))
+            self.seen = n
+        if self.state is None:
+            return logits
+        allowed = self.masks.allowed(self.state)
+        self.stats.masked_steps += 1
+        if allowed.size == 0:
+            self.stats.dead_ends += 1
+            log.warning("constraint_dead_end", state=repr(self.state)[:120])
+            allowed = np.asarray(sorted(self.vocab.eos_ids), dtype=np.int32)
+        out = np.full_like(logits, -np.inf)
+        out[allowed] = logits[allowed]
+        return out
+
+    def _consume(self, tid: int) -> None:
+        piece = self.vocab.pieces[tid] if 0 <= tid < self.vocab.size else b""
+        if self.state is not None:
+            self._advance(piece)
+        else:
+            self._watch(piece)
+
+    def _advance(self, piece: bytes) -> None:
+        state = self.state
+        for k, b in enumerate(piece):
+            nxt = self.automaton.step(state, b)
+            if nxt is None:
+                self.stats.rejected_tokens += 1
+                log.warning("constraint_rejected_token", piece=piece.decode("utf-8", "replace"))
+                self._disarm(piece[k:])
+                return
+            state = nxt
+            if in_tail(state):
+                self._disarm(piece[k + 1 :])
+                return
+        self.state = state
+
+    def _disarm(self, rest: bytes) -> None:
+        self.state = None
+        self.tail = b""
+        if rest:
+            self._watch(rest)
+
+    def _watch(self, piece: bytes) -> None:
+        if not self.plan.markers:
+            return
+        if self.plan.start_only:
+            if not self.at_start:
+                return
+            stripped = (self.tail + piece).lstrip()
+            if not stripped:
+                self.tail += piece
+                return
+            self.at_start = False
+            for marker in self.plan.markers:
+                if stripped.startswith(marker):
+                    self._arm(stripped[len(marker) :])
+                    return
+            return
+        self.tail += piece
+        for marker in self.plan.markers:
+            at = self.tail.find(marker)
+            if at != -1:
+                rest = self.tail[at + len(marker) :]
+                self._arm(rest)
+                return
+        if len(self.tail) > self._max_marker:
+            self.tail = self.tail[-self._max_marker :]
+
+    def _arm(self, rest: bytes) -> None:
+        self.stats.armed += 1
+        self.tail = b""
+        self.state = self.automaton.start()
+        if rest:
+            self._advance(rest)
+
+
+def tokens_text(vocab: TokenVocab, ids: Sequence[int]) -> str:
+    return b"".join(vocab.pieces[i] for i in ids).decode("utf-8", "replace")

@@ -1,0 +1,66 @@
+"""Allowed-token sets per automaton state, computed once and cached.
+
+A state's candidates come from the cheapest source that is exact: the Index's
+own token set inside a schema part; for a self-looping state, every token made
+only of loop bytes is allowed wholesale (numpy over precomputed runs) and only
+the rest is stepped; otherwise only tokens whose first byte can be accepted are
+stepped. Nothing scans the whole vocabulary in Python on a hot path.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+import numpy.typing as npt
+
+from tether.grammar.automata import Automaton, State, run_bytes
+from tether.grammar.vocab import TokenVocab
+
+__all__ = ["MaskCache"]
+
+
+class MaskCache:
+    """Masks for one automaton over one vocabulary, keyed by state (LRU-bounded)."""
+
+    def __init__(self, automaton: Automaton, vocab: TokenVocab, *, max_states: int = 4096) -> None:
+        self.automaton = automaton
+        self.vocab = vocab
+        self.max_states = max_states
+        self._cache: OrderedDict[State, npt.NDArray[np.int32]] = OrderedDict()
+        self.computed = 0
+        self._lock = threading.Lock()
+
+    def allowed(self, state: State) -> npt.NDArray[np.int32]:
+        """Token ids allowed from ``state`` (EOS included when the automaton may end here)."""
+        with self._lock:
+            hit = self._cache.get(state)
+            if hit is not None:
+                self._cache.move_to_end(state)
+                return hit
+        ids = self._compute(state)
+        with self._lock:
+            self._cache[state] = ids
+            self.computed += 1
+            if len(self._cache) > self.max_states:
+                self._cache.popitem(last=False)
+        return ids
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._cache.values())
+
+    def _compute(self, state: State) -> npt.NDArray[np.int32]:
+        a, vocab = self.automaton, self.vocab
+        sure, check, offsets = a.candidates(state, vocab)
+        pieces = vocab.pieces
+        keep: list[int] = []
+        offs = offsets.tolist() if offsets is not None else None
+        for k, tid in enumerate(check.tolist()):
+            data = pieces[tid][offs[k]:] if offs is not None else pieces[tid]
+            if run_bytes(a, state, data) is not None:
+                keep.append(tid)
+        parts = [sure, np.asarray(keep, dtype=np.int32)]
+        if a.is_final(state):
+            parts.append(np.asarray(sorted(vocab.eos_ids), dtype=np.int32))
+        return np.unique(np.concatenate(parts))

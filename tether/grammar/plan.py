@@ -1,0 +1,111 @@
+"""From a format declaration, offered tools and a mode to the automaton that guards tool calls.
+
+The format's declaration is the only source of markers and name positions: a
+``JsonNameSlot`` format gets ``{"name": "<offered name>"…``, an
+``InlineNameSlot`` format gets ``<prefix><offered name><terminator>``, and the
+generic format gets a whole-reply grammar (a call list or a text answer).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal as Lit
+
+from tether.grammar.automata import AnyTail, Automaton, Choice, JsonString, Literal, NameSwitch, Seq, Star, Ws
+from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ToolCallFormat, ToolSpec
+from tether.grammar.jsonvalue import JsonValue
+from tether.grammar.regex import RegexCompiler
+
+__all__ = ["ConstraintPlan", "Mode", "build_plan"]
+
+Mode = Lit["names", "strict"]
+
+
+@dataclass(frozen=True)
+class ConstraintPlan:
+    """``automaton`` guards either the whole reply (``from_start``) or each region after a marker."""
+
+    automaton: Automaton
+    markers: tuple[bytes, ...]
+    from_start: bool
+    start_only: bool
+    strict_args: bool
+
+
+def _args(tool: ToolSpec, mode: Mode, regexes: RegexCompiler) -> Automaton:
+    if mode == "strict":
+        return regexes.schema_part(tool.parameters)
+    return JsonValue(object_only=True)
+
+
+def _generic(tools: Sequence[ToolSpec], mode: Mode, regexes: RegexCompiler, *, required: bool, parallel: bool) -> Automaton:
+    conts: dict[str, Automaton] = {
+        t.name: Seq(Literal('", "arguments": '), _args(t, mode, regexes), Literal("}")) for t in tools
+    }
+    call = Seq(Literal('{"name": "'), NameSwitch(conts))
+    more: list[Automaton] = [Star(Seq(Literal(", "), call), max_items=15)] if parallel else []
+    calls = Seq(Literal('{"tool_calls": ['), call, *more, Literal("]}"))
+    if required:
+        return calls
+    answer = Seq(Literal('{"response": '), JsonString(), Literal("}"))
+    return Choice(calls, answer)
+
+
+def _json_slot(
+    slot: JsonNameSlot, tools: Sequence[ToolSpec], mode: Mode, regexes: RegexCompiler
+) -> tuple[Automaton, bool]:
+    key = slot.keys[0]
+    strict = mode == "strict"
+    conts: dict[str, Automaton] = {}
+    for t in tools:
+        if strict:
+            conts[t.name] = Seq(
+                Literal(f'", {json.dumps(slot.args_key)}: '), regexes.schema_part(t.parameters), Literal("}")
+            )
+        else:
+            conts[t.name] = Literal('"')
+    opener = "[" if slot.list_wrapped else ""
+    body = Seq(Ws(), Literal(f'{opener}{{{json.dumps(key)}: "'), NameSwitch(conts), AnyTail())
+    return body, strict
+
+
+def _inline_slot(
+    fmt: ToolCallFormat, slot: InlineNameSlot, tools: Sequence[ToolSpec], mode: Mode, regexes: RegexCompiler
+) -> tuple[Automaton, bool]:
+    strict = mode == "strict" and fmt.args_encoding == "json"
+    terminators: list[Automaton] = [Literal(t) for t in slot.terminators]
+    end: Automaton = terminators[0] if len(terminators) == 1 else Choice(*terminators)
+    conts: dict[str, Automaton] = {
+        t.name: Seq(end, Ws(), regexes.schema_part(t.parameters)) if strict else end for t in tools
+    }
+    return Seq(Literal(slot.prefix), NameSwitch(conts), AnyTail()), strict
+
+
+def build_plan(
+    fmt: ToolCallFormat,
+    tools: Sequence[ToolSpec],
+    mode: Mode,
+    regexes: RegexCompiler,
+    *,
+    required: bool = False,
+    parallel: bool = True,
+) -> ConstraintPlan:
+    """The guard for one request. ``required`` (tool_choice required or named) arms from the first token."""
+    if not tools:
+        raise ValueError("a constraint needs at least one offered tool")
+    if fmt.constrain_from_start:
+        auto = _generic(tools, mode, regexes, required=required, parallel=parallel)
+        return ConstraintPlan(auto, (), True, False, mode == "strict")
+    slot = fmt.name_slot
+    if isinstance(slot, JsonNameSlot):
+        region, strict = _json_slot(slot, tools, mode, regexes)
+    else:
+        region, strict = _inline_slot(fmt, slot, tools, mode, regexes)
+    markers = tuple(m.encode() for m in fmt.begin)
+    if required and markers:
+        # Forced call: the marker itself is part of the grammar from the first token.
+        forced = Seq(Choice(*(Literal(m) for m in markers)) if len(markers) > 1 else Literal(markers[0]), region)
+        return ConstraintPlan(forced, markers, True, False, strict)
+    return ConstraintPlan(region, markers, False, fmt.arm_at_start, strict)

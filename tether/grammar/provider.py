@@ -1,0 +1,77 @@
+"""Per-model constraint factory: vocabulary, compiled regexes and plans cached across requests.
+
+A plan (and its mask cache) is keyed by format, tool set, mode and tool choice,
+so the second request offering the same tools pays no mask computation.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from tether.engine.base import Engine
+from tether.grammar.constraint import ToolConstraint
+from tether.grammar.formats.base import ToolCallFormat, ToolSpec
+from tether.grammar.masks import MaskCache
+from tether.grammar.plan import ConstraintPlan, Mode, build_plan
+from tether.grammar.regex import RegexCompiler
+from tether.grammar.vocab import TokenVocab
+
+__all__ = ["ConstraintProvider"]
+
+
+class ConstraintProvider:
+    """Builds ``ToolConstraint``s for one engine's vocabulary."""
+
+    def __init__(self, engine: Engine, *, max_plans: int = 64) -> None:
+        self.engine = engine
+        self._vocab: TokenVocab | None = None
+        self._regexes: RegexCompiler | None = None
+        self._plans: OrderedDict[tuple[object, ...], tuple[ConstraintPlan, MaskCache]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_plans = max_plans
+
+    @property
+    def vocab(self) -> TokenVocab:
+        with self._lock:
+            if self._vocab is None:
+                info = self.engine.info
+                self._vocab = TokenVocab.from_pieces(
+                    self.engine.token_pieces(), info.eos_token_ids, info.control_token_ids
+                )
+                self._regexes = RegexCompiler(self._vocab)
+            return self._vocab
+
+    def plan(
+        self, fmt: ToolCallFormat, tools: Sequence[ToolSpec], mode: Mode, *, required: bool, parallel: bool
+    ) -> tuple[ConstraintPlan, MaskCache]:
+        vocab = self.vocab
+        assert self._regexes is not None
+        key = (fmt.name, tuple((t.name, json.dumps(t.parameters, sort_keys=True)) for t in tools), mode, required, parallel)
+        with self._lock:
+            hit = self._plans.get(key)
+            if hit is not None:
+                self._plans.move_to_end(key)
+                return hit
+        plan = build_plan(fmt, tools, mode, self._regexes, required=required, parallel=parallel)
+        entry = (plan, MaskCache(plan.automaton, vocab))
+        with self._lock:
+            self._plans[key] = entry
+            while len(self._plans) > self.max_plans:
+                self._plans.popitem(last=False)
+        return entry
+
+    def constraint(
+        self,
+        fmt: ToolCallFormat,
+        tools: Sequence[ToolSpec],
+        mode: Mode,
+        *,
+        prompt_len: int,
+        required: bool = False,
+        parallel: bool = True,
+    ) -> ToolConstraint:
+        plan, masks = self.plan(fmt, tools, mode, required=required, parallel=parallel)
+        return ToolConstraint(plan, self.vocab, masks, prompt_len)

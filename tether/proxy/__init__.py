@@ -1,0 +1,1 @@
+"""The OpenAI-compatible proxy: app factory, protocol adapters and the shared chat core."""

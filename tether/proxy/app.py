@@ -1,0 +1,132 @@
+"""The FastAPI app factory: ``create_app(config, scheduler)``; all state lives on ``app.state``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tether.config import ServerConfig
+from tether.engine.scheduler import Scheduler
+from tether.errors import InvalidRequestError, QueueFullError, TetherError
+from tether.grammar.formats import detect_format, get_format
+from tether.engine.base import LogitsProcessor
+from tether.grammar.provider import ConstraintProvider
+from tether.proxy.core import ChatCore, ConstraintFactory, Prepared
+from tether.proxy.middleware import AuthMiddleware, BodyLimitMiddleware, RequestContextMiddleware
+from tether.proxy.openai_routes import router as openai_router
+from tether.proxy.state import AppState
+
+__all__ = ["create_app", "tool_constraint_factory"]
+
+log = structlog.get_logger(__name__)
+
+
+def _error_response(exc: TetherError) -> JSONResponse:
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, QueueFullError) else None
+    return JSONResponse(exc.to_openai(), status_code=exc.status, headers=headers)
+
+
+def _validation_param(errors: list[Any]) -> tuple[str, str | None]:
+    first = errors[0] if errors else {}
+    loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+    param = ".".join(loc) or None
+    if first.get("type") == "json_invalid":
+        return "request body is not valid JSON", None
+    msg = first.get("msg", "invalid request")
+    return (f"{param}: {msg}" if param else msg), param
+
+
+def tool_constraint_factory(provider: ConstraintProvider) -> ConstraintFactory:
+    """Layer 0 for the embedded engine: the request's ``constrain`` mode over its offered tools."""
+
+    def factory(prepared: Prepared) -> LogitsProcessor | None:
+        job = prepared.job
+        if not prepared.tools or job.constrain == "off":
+            return None
+        return provider.constraint(
+            prepared.fmt,
+            prepared.tools,
+            job.constrain,
+            prompt_len=len(prepared.prompt_ids),
+            required=job.tool_choice != "auto",
+            parallel=job.parallel_tool_calls,
+        )
+
+    return factory
+
+
+def create_app(
+    config: ServerConfig,
+    scheduler: Scheduler,
+    *,
+    constraint_factory: ConstraintFactory | None = None,
+) -> FastAPI:
+    """Build the app around an already-loaded scheduler (the CLI loads the engines)."""
+    info = scheduler.engines[0].info
+    fmt_name = config.tool_format or detect_format(info.chat_template)
+    if constraint_factory is None:
+        constraint_factory = tool_constraint_factory(ConstraintProvider(scheduler.engines[0]))
+    core = ChatCore(
+        scheduler,
+        get_format(fmt_name),
+        default_max_tokens=config.default_max_tokens,
+        constraint_factory=constraint_factory,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log.info("server_ready", model=info.model_id, n_ctx=info.n_ctx, tool_format=fmt_name)
+        yield
+        scheduler.close()
+
+    app = FastAPI(title="tether", version="0.1.0", lifespan=lifespan)
+    app.state.tether = AppState(config=config, scheduler=scheduler, core=core)
+    app.include_router(openai_router)
+
+    @app.get("/health")
+    async def health(request: Request) -> dict[str, Any]:
+        state: AppState = request.app.state.tether
+        return {"status": "ok", "model": state.model_id, "scheduler": state.scheduler.snapshot()}
+
+    @app.exception_handler(TetherError)
+    async def tether_error(_: Request, exc: TetherError) -> JSONResponse:
+        if exc.status >= 500:
+            log.error("request_failed", error=exc.message, code=exc.code)
+        return _error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param = _validation_param(list(exc.errors()))
+        return _error_response(InvalidRequestError(message, param=param))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        err = InvalidRequestError(str(exc.detail))
+        body = err.to_openai()
+        body["error"]["code"] = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return JSONResponse(body, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled_error", error=repr(exc))
+        err = TetherError("internal server error; see the server log for details")
+        return _error_response(err)
+
+    app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
+    app.add_middleware(AuthMiddleware, api_key=config.api_key)
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origin_regex=r"https?://(localhost|127\.0\.0\.1)(:\d+)?",
+        allow_methods=["*"],
+        allow_headers=["*"],
+    )
+    app.add_middleware(RequestContextMiddleware)
+    return app

@@ -1,0 +1,134 @@
+"""Pure ASGI middleware: request ids and logging, API-key auth, request-body limit.
+
+Pure ASGI (not ``BaseHTTPMiddleware``) so streaming responses and client
+disconnects pass straight through.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import time
+
+import structlog
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from tether.errors import AuthenticationError, PayloadTooLargeError, TetherError
+
+__all__ = ["AuthMiddleware", "BodyLimitMiddleware", "RequestContextMiddleware", "send_error"]
+
+log = structlog.get_logger("tether.access")
+
+OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json", "/docs/oauth2-redirect"})
+
+
+async def send_error(send: Send, exc: TetherError, headers: dict[str, str] | None = None) -> None:
+    body = json.dumps(exc.to_openai()).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": exc.status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestContextMiddleware:
+    """Binds a request id to structlog's context and logs one line per request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = secrets.token_hex(8)
+        scope.setdefault("state", {})["request_id"] = rid
+        status = {"code": 0}
+        started = time.monotonic()
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                message.setdefault("headers", []).append((b"x-request-id", rid.encode()))
+            await send(message)
+
+        with structlog.contextvars.bound_contextvars(request_id=rid):
+            try:
+                await self.app(scope, receive, send_wrapper)
+            finally:
+                log.info(
+                    "http_request",
+                    method=scope.get("method"),
+                    path=scope.get("path"),
+                    status=status["code"],
+                    seconds=round(time.monotonic() - started, 4),
+                )
+
+
+class AuthMiddleware:
+    """Bearer (or ``x-api-key``) check with a constant-time compare when a key is configured."""
+
+    def __init__(self, app: ASGIApp, api_key: str | None) -> None:
+        self.app = app
+        self.key = api_key.encode() if api_key else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.key is None or scope.get("path") in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        given = b""
+        auth = headers.get(b"authorization", b"")
+        if auth[:7].lower() == b"bearer ":
+            given = auth[7:].strip()
+        elif b"x-api-key" in headers:
+            given = headers[b"x-api-key"].strip()
+        if not hmac.compare_digest(given, self.key):
+            await send_error(send, AuthenticationError("invalid or missing API key: send 'Authorization: Bearer KEY'"))
+            return
+        await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """Refuses bodies over ``limit`` bytes with 413, by header and by counting what arrives."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        too_big = PayloadTooLargeError(f"request body exceeds {self.limit} bytes")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await send_error(send, too_big)
+            return
+        seen = {"n": 0, "started": False}
+
+        async def limited_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request":
+                seen["n"] += len(message.get("body", b""))
+                if seen["n"] > self.limit:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                seen["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if not seen["started"]:
+                await send_error(send, too_big)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+

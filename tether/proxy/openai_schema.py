@@ -1,0 +1,118 @@
+"""Pydantic models for the OpenAI-compatible request bodies.
+
+Unknown fields are ignored (clients send many); anything tether cannot honour
+is refused with a 400 naming the field, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "ChatCompletionRequest",
+    "CompletionRequest",
+    "FunctionDef",
+    "ToolDef",
+]
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class FunctionDef(_Loose):
+    name: str = Field(min_length=1, max_length=256)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolDef(_Loose):
+    type: Literal["function"] = "function"
+    function: FunctionDef
+
+
+class FunctionCallIn(_Loose):
+    name: str
+    arguments: str | dict[str, Any] = "{}"
+
+
+class ToolCallIn(_Loose):
+    id: str | None = None
+    type: str = "function"
+    function: FunctionCallIn
+
+
+class ChatMessageIn(_Loose):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+
+
+class NamedFunction(_Loose):
+    name: str
+
+
+class NamedToolChoice(_Loose):
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
+class StreamOptions(_Loose):
+    include_usage: bool = False
+
+
+class ResponseFormat(_Loose):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    json_schema: dict[str, Any] | None = None
+
+
+class TetherOptions(_Loose):
+    """The ``tether`` extension field: per-request overrides."""
+
+    constrain: Literal["off", "names", "strict"] | None = None
+
+
+class ChatCompletionRequest(_Loose):
+    model: str
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    tools: list[ToolDef] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool = True
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    n: int = Field(default=1, ge=1, le=1)
+    response_format: ResponseFormat | None = None
+    tether: TetherOptions | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > 16:
+            raise ValueError("at most 16 stop sequences")
+        return value
+
+
+class CompletionRequest(_Loose):
+    model: str
+    prompt: str | list[str]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    max_tokens: int | None = Field(default=16, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
+    n: int = Field(default=1, ge=1, le=1)
+    echo: bool = False

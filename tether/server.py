@@ -1,0 +1,50 @@
+"""Assembling and running a server: load engines, build the app, run uvicorn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+import uvicorn
+from fastapi import FastAPI
+
+from tether.config import ServerConfig
+from tether.engine.base import Engine
+from tether.engine.locate import bundled_model_path
+from tether.engine.scheduler import Scheduler
+from tether.proxy.app import create_app
+
+__all__ = ["build_app", "load_engines", "run_server"]
+
+log = structlog.get_logger(__name__)
+
+
+def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine]:
+    """One engine per slot (each has its own context)."""
+    from tether.engine.llama_cpp import LlamaCppEngine
+
+    path = Path(config.model_path) if config.model_path else bundled_model_path()
+    engines: list[Engine] = []
+    if progress:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        with console.status(f"Loading {path.name} ({config.slots} slot(s), {config.n_ctx} ctx)…"):
+            for _ in range(config.slots):
+                engines.append(LlamaCppEngine(path, n_ctx=config.n_ctx, n_threads=config.n_threads))
+        console.print(f"Loaded {path.name}")
+    else:
+        for _ in range(config.slots):
+            engines.append(LlamaCppEngine(path, n_ctx=config.n_ctx, n_threads=config.n_threads))
+    return engines
+
+
+def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
+    engines = load_engines(config, progress=progress)
+    scheduler = Scheduler(engines, queue_limit=config.queue_limit)
+    return create_app(config, scheduler)
+
+
+def run_server(app: FastAPI, config: ServerConfig) -> None:
+    log.info("server_starting", host=config.host, port=config.port)
+    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", access_log=False)

@@ -1,0 +1,1 @@
+"""Declarative workflows, step enforcement and context compaction."""
