@@ -22,7 +22,7 @@ test-fast:
 	$(VENV)/bin/pytest -W error -q -m "not model and not e2e" $(ARGS)
 
 bench: setup
-	$(PY) benchmarks/bench_serve.py
+	$(PY) -m benchmarks.bench_serve
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -102,4 +102,3 @@ def main() -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-

@@ -15,12 +15,18 @@ GREEDY = SamplingParams(max_tokens=24, temperature=0.0)
 
 
 def prompt_ids(engine: LlamaCppEngine, text: str, system: str | None = None) -> list[int]:
-    tpl = ChatTemplate(engine.info.chat_template, bos_token=engine.info.bos_token, eos_token=engine.info.eos_token)
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": text}]
+    tpl = ChatTemplate(
+        engine.info.chat_template, bos_token=engine.info.bos_token, eos_token=engine.info.eos_token
+    )
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": text}
+    ]
     return engine.tokenize(tpl.render(messages))
 
 
-def run(engine: LlamaCppEngine, ids: list[int], params: SamplingParams = GREEDY, **kw: object) -> tuple[list[int], Done]:
+def run(
+    engine: LlamaCppEngine, ids: list[int], params: SamplingParams = GREEDY, **kw: object
+) -> tuple[list[int], Done]:
     toks: list[int] = []
     done: Done | None = None
     for ev in engine.generate(ids, params, **kw):  # type: ignore[arg-type]
@@ -61,7 +67,10 @@ def test_repeated_prefix_evaluates_fewer_tokens(smollm: LlamaCppEngine) -> None:
     second = prompt_ids(smollm, "What is 3+3?", system)
     _, cold = run(smollm, first)
     _, warm = run(smollm, second)
-    assert cold.prompt_tokens_evaluated == cold.prompt_tokens or cold.prompt_tokens_evaluated <= cold.prompt_tokens
+    assert (
+        cold.prompt_tokens_evaluated == cold.prompt_tokens
+        or cold.prompt_tokens_evaluated <= cold.prompt_tokens
+    )
     assert warm.prompt_tokens == len(second)
     assert warm.prompt_tokens_evaluated < warm.prompt_tokens // 4
     assert smollm.cached_prefix_len(second) >= len(second) - 1

@@ -4,4 +4,13 @@ from tether.engine.base import Done, Engine, EngineInfo, LogitsProcessor, Sampli
 from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import ScriptedEngine
 
-__all__ = ["Done", "Engine", "EngineInfo", "LogitsProcessor", "SamplingParams", "Scheduler", "ScriptedEngine", "Token"]
+__all__ = [
+    "Done",
+    "Engine",
+    "EngineInfo",
+    "LogitsProcessor",
+    "SamplingParams",
+    "Scheduler",
+    "ScriptedEngine",
+    "Token",
+]

@@ -20,7 +20,15 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from tether.engine.base import Done, EngineInfo, FinishReason, GenerationEvent, LogitsProcessor, SamplingParams, Token
+from tether.engine.base import (
+    Done,
+    EngineInfo,
+    FinishReason,
+    GenerationEvent,
+    LogitsProcessor,
+    SamplingParams,
+    Token,
+)
 from tether.errors import ConfigError, EngineError
 
 __all__ = ["LlamaCppEngine", "model_id_for"]
@@ -37,7 +45,9 @@ def model_id_for(path: Path, metadata: dict[str, str]) -> str:
 class LlamaCppEngine:
     """A GGUF model with one llama.cpp context."""
 
-    def __init__(self, path: str | Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512) -> None:
+    def __init__(
+        self, path: str | Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512
+    ) -> None:
         try:
             import llama_cpp
         except ImportError as exc:  # pragma: no cover - exercised only on broken installs
@@ -138,7 +148,9 @@ class LlamaCppEngine:
         cancel: threading.Event | None = None,
     ) -> Iterator[GenerationEvent]:
         if not self._lock.acquire(blocking=False):
-            raise EngineError("engine context is busy: the scheduler must not run two generations on one slot")
+            raise EngineError(
+                "engine context is busy: the scheduler must not run two generations on one slot"
+            )
         try:
             yield from self._generate(prompt, params, logits_processor, cancel)
         finally:
@@ -192,9 +204,10 @@ class LlamaCppEngine:
 
 
 def _as_llama_processor(fn: LogitsProcessor) -> Any:
-    """llama-cpp-python hands a strided view of the logits; give the processor a contiguous array."""
+    """llama-cpp-python hands a strided view of its candidate logits (no copy is made here: the
+    processor may edit it in place or return a new array, which is written back)."""
 
     def apply(ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
-        return fn(ids, np.ascontiguousarray(logits))
+        return fn(ids, logits)
 
     return apply

@@ -33,7 +33,9 @@ def build_prompt(
     return template.render(_fold_tools(fmt, messages, tools))
 
 
-def _fold_tools(fmt: ToolCallFormat, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+def _fold_tools(
+    fmt: ToolCallFormat, messages: Sequence[Message], tools: Sequence[ToolSpec]
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     names_by_id: dict[str, str] = {}
     block = fmt.render_tools(tools) if tools else ""

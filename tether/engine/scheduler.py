@@ -14,7 +14,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -123,7 +123,7 @@ class Scheduler:
         *,
         logits_processor: LogitsProcessor | None = None,
         priority: int = 0,
-    ) -> AsyncIterator[GenerationEvent]:
+    ) -> AsyncGenerator[GenerationEvent, None]:
         """Stream events for one generation; closing the iterator early cancels it."""
         queued = time.monotonic()
         slot = await self._acquire(prompt, priority)
@@ -138,7 +138,9 @@ class Scheduler:
 
         def work() -> None:
             try:
-                for event in engine.generate(prompt, params, logits_processor=logits_processor, cancel=cancel):
+                for event in engine.generate(
+                    prompt, params, logits_processor=logits_processor, cancel=cancel
+                ):
                     loop.call_soon_threadsafe(queue.put_nowait, event)
             except BaseException as exc:  # reported to the consumer, never lost in the thread
                 loop.call_soon_threadsafe(queue.put_nowait, (_SENTINEL_ERROR, exc))
@@ -173,4 +175,3 @@ class Scheduler:
     def close(self) -> None:
         for engine in self.engines:
             engine.close()
-

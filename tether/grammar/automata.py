@@ -168,7 +168,7 @@ class NameSwitch(Automaton):
         return None
 
     def is_final(self, state: State) -> bool:
-        prefix, chosen, sub = state
+        _, chosen, sub = state
         return chosen is not None and self.conts[chosen].is_final(sub)
 
     def loop_class(self, state: State) -> str | None:
@@ -214,7 +214,7 @@ class NameSwitch(Automaton):
         return _EMPTY, np.unique(np.asarray(ids, dtype=np.int32)), None
 
     def name_of(self, state: State) -> str | None:
-        prefix, chosen, _ = state
+        _, chosen, _ = state
         return chosen.decode() if chosen is not None else None
 
 
@@ -247,8 +247,8 @@ class Seq(Automaton):
         return all(p.is_final(p.start()) for p in self.parts[i + 1 :])
 
     def loop_class(self, state: State) -> str | None:
-        i, sub = state
-        return self.parts[i].loop_class(sub)
+        part: Automaton = self.parts[state[0]]
+        return part.loop_class(state[1])
 
     def _frontier(self, state: State) -> list[tuple[Automaton, State]]:
         i, sub = state
@@ -319,7 +319,7 @@ class Choice(Automaton):
         return self.options[state[0][0]].exact_tokens(state[0][1]) if len(state) == 1 else None
 
     def candidates(self, state: State, vocab: TokenVocab) -> Candidates:
-        parts = [self.options[k].candidates(sub, vocab) for k, sub in state]
+        parts: list[Candidates] = [self.options[k].candidates(sub, vocab) for k, sub in state]
         if len(parts) == 1:
             return parts[0]
         return merge_candidates((_EMPTY, _EMPTY, None), parts)
@@ -349,7 +349,7 @@ class Star(Automaton):
         return None if nxt is None else (count + 1, nxt)
 
     def is_final(self, state: State) -> bool:
-        count, sub = state
+        _, sub = state
         return sub is None or self.item.is_final(sub)
 
     def loop_class(self, state: State) -> str | None:
@@ -383,8 +383,10 @@ class Star(Automaton):
             heads.append(self.item.candidates(self.item.start(), vocab))
         if not heads:
             return _EMPTY, _EMPTY, None
-        return merge_candidates(heads[0], heads[1:]) if sub is not None else merge_candidates(
-            (_EMPTY, _EMPTY, None), heads
+        return (
+            merge_candidates(heads[0], heads[1:])
+            if sub is not None
+            else merge_candidates((_EMPTY, _EMPTY, None), heads)
         )
 
 
@@ -428,7 +430,6 @@ class JsonString(Automaton):
         if state == "done":
             return ()
         return None
-
 
 
 class Ws(Automaton):

@@ -18,7 +18,7 @@ import numpy.typing as npt
 import structlog
 
 from tether.grammar.automata import Automaton, State
-from tether.grammar.masks import MaskCache
+from tether.grammar.masks import Mask, MaskCache
 from tether.grammar.plan import ConstraintPlan
 from tether.grammar.vocab import TokenVocab
 
@@ -69,15 +69,13 @@ class ToolConstraint:
             self.seen = n
         if self.state is None:
             return logits
-        allowed = self.masks.allowed(self.state)
+        mask = self.masks.mask(self.state)
         self.stats.masked_steps += 1
-        if allowed.size == 0:
+        if mask.empty:
             self.stats.dead_ends += 1
             log.warning("constraint_dead_end", state=repr(self.state)[:120])
-            allowed = np.asarray(sorted(self.vocab.eos_ids), dtype=np.int32)
-        out = np.full_like(logits, -np.inf)
-        out[allowed] = logits[allowed]
-        return out
+            mask = Mask(allowed=np.asarray(sorted(self.vocab.eos_ids), dtype=np.int32), blocked=None)
+        return mask.apply(logits)
 
     def _consume(self, tid: int) -> None:
         piece = self.vocab.pieces[tid] if 0 <= tid < self.vocab.size else b""
@@ -108,32 +106,30 @@ class ToolConstraint:
             self._watch(rest)
 
     def _watch(self, piece: bytes) -> None:
-        if not self.plan.markers:
-            return
-        if self.plan.start_only:
-            if not self.at_start:
-                return
-            stripped = (self.tail + piece).lstrip()
-            if not stripped:
+        if self.plan.arm_at_start and self.at_start:
+            # Markerless formats: a call may open the message ("[" / "{"), after optional whitespace.
+            head = (self.tail + piece).lstrip()
+            if not head:
                 self.tail += piece
                 return
             self.at_start = False
-            for marker in self.plan.markers:
-                if stripped.startswith(marker):
-                    self._arm(stripped[len(marker) :])
-                    return
+            self.tail = b""
+            if self.automaton.step(self.automaton.start(), head[0]) is not None:
+                self._arm(head)
+                return
+        if not self.plan.markers:
             return
         self.tail += piece
         for marker in self.plan.markers:
             at = self.tail.find(marker)
             if at != -1:
-                rest = self.tail[at + len(marker) :]
-                self._arm(rest)
+                self._arm(self.tail[at + len(marker) :])
                 return
         if len(self.tail) > self._max_marker:
             self.tail = self.tail[-self._max_marker :]
 
     def _arm(self, rest: bytes) -> None:
+        self.at_start = False
         self.stats.armed += 1
         self.tail = b""
         self.state = self.automaton.start()

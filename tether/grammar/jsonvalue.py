@@ -126,7 +126,7 @@ class JsonValue(Automaton):
         if byte == ord("{") or byte == ord("["):
             if len(stack) >= self.max_depth:
                 return None
-            return (stack + (chr(byte),), "first_key" if byte == ord("{") else "first_value")
+            return ((*stack, chr(byte)), "first_key" if byte == ord("{") else "first_value")
         if byte == 0x22:
             return (stack, "str")
         if byte in _WORDS:

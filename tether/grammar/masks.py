@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +19,32 @@ import numpy.typing as npt
 from tether.grammar.automata import Automaton, State, run_bytes
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["MaskCache"]
+__all__ = ["Mask", "MaskCache"]
+
+
+@dataclass(frozen=True)
+class Mask:
+    """Either the allowed ids (small sets) or the blocked ids (large sets), whichever is shorter.
+
+    Applying a large allowed set by blocking its complement in place touches a few
+    hundred logits instead of copying the whole row.
+    """
+
+    allowed: npt.NDArray[np.int32] | None
+    blocked: npt.NDArray[np.int32] | None
+
+    def apply(self, logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        if self.blocked is not None:
+            logits[self.blocked] = -np.inf
+            return logits
+        assert self.allowed is not None
+        out = np.full_like(logits, -np.inf)
+        out[self.allowed] = logits[self.allowed]
+        return out
+
+    @property
+    def empty(self) -> bool:
+        return self.allowed is not None and self.allowed.size == 0
 
 
 class MaskCache:
@@ -31,6 +57,7 @@ class MaskCache:
         self._cache: OrderedDict[State, npt.NDArray[np.int32]] = OrderedDict()
         self.computed = 0
         self._lock = threading.Lock()
+        self._masks: OrderedDict[State, Mask] = OrderedDict()
 
     def allowed(self, state: State) -> npt.NDArray[np.int32]:
         """Token ids allowed from ``state`` (EOS included when the automaton may end here)."""
@@ -48,7 +75,11 @@ class MaskCache:
         return ids
 
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in self._cache.values())
+        """Bytes held by cached id arrays (both forms)."""
+        total = sum(a.nbytes for a in self._cache.values())
+        for m in self._masks.values():
+            total += (m.allowed.nbytes if m.allowed is not None else 0) + (m.blocked.nbytes if m.blocked is not None else 0)
+        return total
 
     def _compute(self, state: State) -> npt.NDArray[np.int32]:
         a, vocab = self.automaton, self.vocab
@@ -57,10 +88,27 @@ class MaskCache:
         keep: list[int] = []
         offs = offsets.tolist() if offsets is not None else None
         for k, tid in enumerate(check.tolist()):
-            data = pieces[tid][offs[k]:] if offs is not None else pieces[tid]
+            data = pieces[tid][offs[k] :] if offs is not None else pieces[tid]
             if run_bytes(a, state, data) is not None:
                 keep.append(tid)
         parts = [sure, np.asarray(keep, dtype=np.int32)]
         if a.is_final(state):
             parts.append(np.asarray(sorted(vocab.eos_ids), dtype=np.int32))
         return np.unique(np.concatenate(parts))
+
+    def mask(self, state: State) -> Mask:
+        """The allowed set in its cheapest-to-apply form (see ``Mask``)."""
+        with self._lock:
+            hit = self._masks.get(state)
+        if hit is not None:
+            return hit
+        allowed = self.allowed(state)
+        if allowed.size * 2 > self.vocab.size:
+            hit = Mask(blocked=np.setdiff1d(np.arange(self.vocab.size, dtype=np.int32), allowed), allowed=None)
+        else:
+            hit = Mask(blocked=None, allowed=allowed)
+        with self._lock:
+            self._masks[state] = hit
+            if len(self._masks) > self.max_states:
+                self._masks.popitem(last=False)
+        return hit

@@ -30,7 +30,7 @@ class ConstraintPlan:
     automaton: Automaton
     markers: tuple[bytes, ...]
     from_start: bool
-    start_only: bool
+    arm_at_start: bool
     strict_args: bool
 
 
@@ -40,7 +40,9 @@ def _args(tool: ToolSpec, mode: Mode, regexes: RegexCompiler) -> Automaton:
     return JsonValue(object_only=True)
 
 
-def _generic(tools: Sequence[ToolSpec], mode: Mode, regexes: RegexCompiler, *, required: bool, parallel: bool) -> Automaton:
+def _generic(
+    tools: Sequence[ToolSpec], mode: Mode, regexes: RegexCompiler, *, required: bool, parallel: bool
+) -> Automaton:
     conts: dict[str, Automaton] = {
         t.name: Seq(Literal('", "arguments": '), _args(t, mode, regexes), Literal("}")) for t in tools
     }
@@ -106,6 +108,8 @@ def build_plan(
     markers = tuple(m.encode() for m in fmt.begin)
     if required and markers:
         # Forced call: the marker itself is part of the grammar from the first token.
-        forced = Seq(Choice(*(Literal(m) for m in markers)) if len(markers) > 1 else Literal(markers[0]), region)
+        forced = Seq(
+            Choice(*(Literal(m) for m in markers)) if len(markers) > 1 else Literal(markers[0]), region
+        )
         return ConstraintPlan(forced, markers, True, False, strict)
     return ConstraintPlan(region, markers, False, fmt.arm_at_start, strict)

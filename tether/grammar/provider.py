@@ -49,7 +49,13 @@ class ConstraintProvider:
     ) -> tuple[ConstraintPlan, MaskCache]:
         vocab = self.vocab
         assert self._regexes is not None
-        key = (fmt.name, tuple((t.name, json.dumps(t.parameters, sort_keys=True)) for t in tools), mode, required, parallel)
+        key = (
+            fmt.name,
+            tuple((t.name, json.dumps(t.parameters, sort_keys=True)) for t in tools),
+            mode,
+            required,
+            parallel,
+        )
         with self._lock:
             hit = self._plans.get(key)
             if hit is not None:

@@ -48,7 +48,11 @@ class TokenVocab:
     _runs: dict[str, npt.NDArray[np.int32]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        usable = [(p, i) for i, p in enumerate(self.pieces) if p and i not in self.excluded and i not in self.eos_ids]
+        usable = [
+            (p, i)
+            for i, p in enumerate(self.pieces)
+            if p and i not in self.excluded and i not in self.eos_ids
+        ]
         usable.sort()
         self._sorted = [p for p, _ in usable]
         self._sorted_ids = [i for _, i in usable]
@@ -109,5 +113,7 @@ class TokenVocab:
         return runs
 
     @classmethod
-    def from_pieces(cls, pieces: Sequence[bytes], eos_ids: Iterable[int], excluded: Iterable[int] = ()) -> TokenVocab:
+    def from_pieces(
+        cls, pieces: Sequence[bytes], eos_ids: Iterable[int], excluded: Iterable[int] = ()
+    ) -> TokenVocab:
         return cls(list(pieces), frozenset(eos_ids), frozenset(excluded))

@@ -14,10 +14,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import ServerConfig
+from tether.engine.base import LogitsProcessor
 from tether.engine.scheduler import Scheduler
 from tether.errors import InvalidRequestError, QueueFullError, TetherError
 from tether.grammar.formats import detect_format, get_format
-from tether.engine.base import LogitsProcessor
 from tether.grammar.provider import ConstraintProvider
 from tether.proxy.core import ChatCore, ConstraintFactory, Prepared
 from tether.proxy.middleware import AuthMiddleware, BodyLimitMiddleware, RequestContextMiddleware

@@ -29,7 +29,8 @@ def text_of(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
             parts.append(str(part.get("text", "")))
         else:
             raise InvalidRequestError(
-                f"content part type {kind!r} is not supported by this text-only model", param=f"{where}[{i}].type"
+                f"content part type {kind!r} is not supported by this text-only model",
+                param=f"{where}[{i}].type",
             )
     return "".join(parts)
 
@@ -42,7 +43,9 @@ def _message(msg: ChatMessageIn, index: int) -> Message:
     for call in msg.tool_calls or ():
         args = call.function.arguments
         text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        calls.append(ToolCallRecord(id=call.id or new_call_id(), name=call.function.name, arguments=text or "{}"))
+        calls.append(
+            ToolCallRecord(id=call.id or new_call_id(), name=call.function.name, arguments=text or "{}")
+        )
     return Message(
         role=role,  # type: ignore[arg-type]
         content=content,

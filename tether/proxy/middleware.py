@@ -84,7 +84,9 @@ class AuthMiddleware:
         elif b"x-api-key" in headers:
             given = headers[b"x-api-key"].strip()
         if not hmac.compare_digest(given, self.key):
-            await send_error(send, AuthenticationError("invalid or missing API key: send 'Authorization: Bearer KEY'"))
+            await send_error(
+                send, AuthenticationError("invalid or missing API key: send 'Authorization: Bearer KEY'")
+            )
             return
         await self.app(scope, receive, send)
 
@@ -130,5 +132,3 @@ class BodyLimitMiddleware:
 
 class _BodyTooLarge(Exception):
     pass
-
-

@@ -90,14 +90,17 @@ async def _collect_chat(
     message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or (None if calls else "")}
     if calls:
         message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in calls
         ]
     body: dict[str, Any] = {
         "id": rid,
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish.finish_reason, "logprobs": None}],
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": finish.finish_reason, "logprobs": None}
+        ],
         "usage": _usage(finish.usage),
     }
     if finish.interventions:

@@ -154,12 +154,18 @@ async def test_tool_round_trip_history_is_rendered(scripted) -> None:
             "role": "assistant",
             "content": "",
             "tool_calls": [
-                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
             ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21C"},
     ]
-    body = (await client.post("/v1/chat/completions", json={"model": MODEL, "messages": messages, "tools": TOOLS})).json()
+    body = (
+        await client.post("/v1/chat/completions", json={"model": MODEL, "messages": messages, "tools": TOOLS})
+    ).json()
     assert body["choices"][0]["message"]["content"] == "It is sunny in Paris."
     assert body["choices"][0]["finish_reason"] == "stop"
     prompt = engines[0].prompts[-1]

@@ -23,7 +23,9 @@ def assert_openai_error(body: dict[str, object], code: str | None = None) -> dic
 
 async def test_malformed_json(scripted) -> None:
     client, _ = scripted()
-    r = await client.post("/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+    r = await client.post(
+        "/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400
     assert "not valid JSON" in assert_openai_error(r.json())["message"]
 
@@ -45,14 +47,21 @@ async def test_unknown_fields_ignored(scripted) -> None:
     client, _ = scripted(["fine"])
     r = await client.post(
         "/v1/chat/completions",
-        json={"model": "scripted", "messages": [{"role": "user", "content": "x"}], "frobnicate": 3, "user": "u"},
+        json={
+            "model": "scripted",
+            "messages": [{"role": "user", "content": "x"}],
+            "frobnicate": 3,
+            "user": "u",
+        },
     )
     assert r.status_code == 200
 
 
 async def test_unknown_model(scripted) -> None:
     client, _ = scripted()
-    r = await client.post("/v1/chat/completions", json={"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]})
+    r = await client.post(
+        "/v1/chat/completions", json={"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}
+    )
     assert r.status_code == 404
     err = assert_openai_error(r.json(), "model_not_found")
     assert "scripted" in str(err["message"])
@@ -69,7 +78,8 @@ async def test_oversized_body(scripted) -> None:
 async def test_context_overflow_states_numbers(scripted) -> None:
     client, _ = scripted(engines=[ScriptedEngine(["x"], n_ctx=200)])
     r = await client.post(
-        "/v1/chat/completions", json={"model": "scripted", "messages": [{"role": "user", "content": "y" * 400}]}
+        "/v1/chat/completions",
+        json={"model": "scripted", "messages": [{"role": "user", "content": "y" * 400}]},
     )
     assert r.status_code == 400
     err = assert_openai_error(r.json(), "context_length_exceeded")

@@ -12,18 +12,24 @@ async def test_models_lists_served_model_with_metadata(scripted) -> None:
     assert ids[:2] == ["scripted", "my-alias"]
     meta = body["data"][0]["tether"]
     assert meta["n_ctx"] == 4096 and meta["tool_format"] == "generic"
-    r = await client.post("/v1/chat/completions", json={"model": "my-alias", "messages": [{"role": "user", "content": "x"}]})
+    r = await client.post(
+        "/v1/chat/completions", json={"model": "my-alias", "messages": [{"role": "user", "content": "x"}]}
+    )
     assert r.status_code == 200
 
 
 async def test_completions_plain_and_streamed(scripted) -> None:
     client, engines = scripted(["world"])
-    body = (await client.post("/v1/completions", json={"model": "scripted", "prompt": "hello ", "max_tokens": 10})).json()
+    body = (
+        await client.post("/v1/completions", json={"model": "scripted", "prompt": "hello ", "max_tokens": 10})
+    ).json()
     assert body["object"] == "text_completion"
     assert body["choices"][0]["text"] == "world"
     assert engines[0].prompts[-1] == "hello "
     events = sse_events(
-        (await client.post("/v1/completions", json={"model": "scripted", "prompt": "hi", "stream": True})).text
+        (
+            await client.post("/v1/completions", json={"model": "scripted", "prompt": "hi", "stream": True})
+        ).text
     )
     assert "".join(e["choices"][0]["text"] for e in events[:-1] if e["choices"]) == "world"
 

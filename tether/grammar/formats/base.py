@@ -42,7 +42,11 @@ class ToolSpec:
     def to_openai(self) -> dict[str, Any]:
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": dict(self.parameters),
+            },
         }
 
 
@@ -56,8 +60,6 @@ class JsonNameSlot:
 
     keys: tuple[str, ...] = ("name",)
     args_key: str = "arguments"
-    list_wrapped: bool = False
-    #: the object(s) sit inside a JSON list right after the marker: ``[{"name": ...}, ...]``
     list_wrapped: bool = False
 
 
@@ -109,7 +111,9 @@ class ParseResult:
 
 
 class ToolCallFormat:
-    """Base declaration. Subclasses set the class attributes and implement render/parse.
+    """Base declaration. Subclasses set the class attributes, implement the render
+    methods and the detector hooks (``parse_region``; ``arm`` and ``region_end`` when
+    the defaults do not fit). ``parse`` is shared: it runs the streaming detector.
 
     Attributes:
         name: registry key, e.g. ``"hermes"``.

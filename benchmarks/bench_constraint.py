@@ -1,0 +1,125 @@
+"""Layer-0 cost on the bundled model, side by side in one run.
+
+Decode tok/s for the same reply length: unconstrained, names mode, strict mode, and llama.cpp's own GBNF
+grammar from the same JSON schema (``LlamaGrammar.from_json_schema``). Then mask build time for 10 / 100 /
+1,000 offered tools and the memory held by cached masks.
+Usage: .venv/bin/python -m benchmarks.bench_constraint [--tokens 120] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import string
+import time
+from typing import Any
+
+import llama_cpp
+
+from tether.engine.base import SamplingParams, Token
+from tether.engine.llama_cpp import LlamaCppEngine
+from tether.engine.locate import bundled_model_path
+from tether.engine.prompt import build_prompt
+from tether.engine.template import ChatTemplate
+from tether.chat import Message
+from tether.grammar.formats import get_format
+from tether.grammar.formats.base import ToolSpec
+from tether.grammar.provider import ConstraintProvider
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "pattern": {"type": "string"},
+        "max_results": {"type": "integer"},
+        "case_sensitive": {"type": "boolean"},
+        "mode": {"type": "string", "enum": ["fast", "full"]},
+    },
+    "required": ["path", "pattern", "max_results", "case_sensitive", "mode"],
+}
+TOOLS = [ToolSpec("search_files", "Search files for a pattern", SCHEMA)]
+
+
+def timed(engine: LlamaCppEngine, ids: list[int], tokens: int, processor: Any = None) -> float:
+    """Decode tok/s over the tokens after the first (prefill excluded)."""
+    first = None
+    n = 0
+    params = SamplingParams(max_tokens=tokens, temperature=0)
+    for ev in engine.generate(ids, params, logits_processor=processor):
+        if isinstance(ev, Token) and ev.id >= 0:
+            n += 1
+            if first is None:
+                first = time.perf_counter()
+    end = time.perf_counter()
+    assert first is not None
+    return (n - 1) / (end - first) if n > 1 else 0.0
+
+
+def gbnf_rate(engine: LlamaCppEngine, ids: list[int], tokens: int) -> float:
+    grammar = llama_cpp.LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)
+    llm = engine._llm
+    first = None
+    n = 0
+    for tok in llm.generate(ids, temp=0.0, grammar=grammar):
+        n += 1
+        if first is None:
+            first = time.perf_counter()
+        if n >= tokens or tok in engine.info.eos_token_ids:
+            break
+    end = time.perf_counter()
+    assert first is not None
+    return (n - 1) / (end - first)
+
+
+def mask_build(engine: LlamaCppEngine, count: int) -> tuple[float, int, int]:
+    rng = random.Random(count)
+    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 8))) for _ in range(400)]
+    names = sorted({f"{rng.choice(words)}_{rng.choice(words)}" for _ in range(count * 2)})[:count]
+    tools = [ToolSpec(n) for n in names]
+    provider = ConstraintProvider(engine)
+    _ = provider.vocab
+    fmt = get_format("hermes")
+    start = time.perf_counter()
+    plan, masks = provider.plan(fmt, tools, "names", required=False, parallel=True)
+    # Build every mask a name slot can visit for one name (as the first request offering the set does).
+    state = plan.automaton.start()
+    for b in b'{"name": "' + names[0].encode() + b'"':
+        masks.mask(state)
+        state = plan.automaton.step(state, b)
+    return time.perf_counter() - start, masks.computed, masks.nbytes()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tokens", type=int, default=120)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096)
+    template = ChatTemplate(engine.info.chat_template)
+    fmt = get_format("generic")
+    msgs = (Message("user", "Search the src folder for TODO markers, case sensitive, at most 50 results, full mode."),)
+    ids = engine.tokenize(build_prompt(template, fmt, msgs, TOOLS))
+    provider = ConstraintProvider(engine)
+    rates: dict[str, list[float]] = {"off": [], "names": [], "strict": [], "gbnf": []}
+    for mode in ("names", "strict"):  # warm the mask caches (first request pays them)
+        timed(engine, ids, args.tokens, provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True))
+    for _ in range(args.rounds):
+        rates["off"].append(timed(engine, ids, args.tokens))
+        for mode in ("names", "strict"):
+            c = provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True)  # type: ignore[arg-type]
+            rates[mode].append(timed(engine, ids, args.tokens, c))
+        rates["gbnf"].append(gbnf_rate(engine, ids, args.tokens))
+    base = statistics.median(rates["off"])
+    print(f"{'mode':<10}{'tok/s':>10}{'ratio':>10}")
+    for mode, values in rates.items():
+        med = statistics.median(values)
+        print(f"{mode:<10}{med:>10.1f}{med / base:>10.3f}")
+    for count in (10, 100, 1000):
+        seconds, states, nbytes = mask_build(engine, count)
+        print(f"mask build: {count:>5} tools  {seconds * 1000:8.1f} ms  {states} states  {nbytes / 1024:.0f} KiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""In-process llama.cpp engine speed on the bundled model: prefill and decode tok/s per thread count.
+
+Run it with different interpreters to compare llama.cpp builds side by side, e.g.
+    .venv/bin/python -m benchmarks.bench_engine --threads 1 2
+    /tmp/venv512/bin/python -m benchmarks.bench_engine --threads 2     # an AVX-512 build
+Prints one line per setting; the caller divides to get ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from tether.engine.base import SamplingParams, Token
+from tether.engine.llama_cpp import LlamaCppEngine
+from tether.engine.locate import bundled_model_path
+
+TEXT = "The history of tool use in small language models is short but instructive. " * 40
+
+
+def measure(threads: int, rounds: int) -> tuple[float, float]:
+    engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096, n_threads=threads)
+    prompt = engine.tokenize(TEXT)[:1000]
+    prefill, decode = [], []
+    for i in range(rounds):
+        ids = [*prompt[:-1], prompt[-1] + i + 1]  # defeat prefix reuse: the first token differs per round
+        ids[1] = ids[1] + i + 1
+        start = time.perf_counter()
+        first_at = None
+        n = 0
+        for ev in engine.generate(ids, SamplingParams(max_tokens=128, temperature=0)):
+            if isinstance(ev, Token) and ev.id >= 0:
+                n += 1
+                if first_at is None:
+                    first_at = time.perf_counter()
+        end = time.perf_counter()
+        assert first_at is not None
+        prefill.append(len(ids) / (first_at - start))
+        decode.append((n - 1) / (end - first_at))
+    engine.close()
+    return statistics.median(prefill), statistics.median(decode)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    print(f"llama.cpp system info: {info.strip()}")
+    for threads in args.threads:
+        pre, dec = measure(threads, args.rounds)
+        print(f"threads={threads} prefill_tok_s={pre:.1f} decode_tok_s={dec:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The generic format, for chat templates without tool support (e.g. SmolLM2).
+
+Tools are described in the system prompt and the WHOLE reply is one JSON object,
+held by the grammar from the first token:
+
+* tool calls: ``{"tool_calls": [{"name": "NAME", "arguments": {...}}]}``
+  (``{"tool_call": {...}}`` and a bare call object are accepted when parsing);
+* a text answer: ``{"response": "text"}``; the detector streams the decoded string.
+
+A reply that is not JSON at all is plain prose (the model ignored the instruction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from tether.grammar.formats._shared import JsonPayloadFormat, dumps
+from tether.grammar.formats.base import JsonNameSlot, JsonTextEnvelope, ParsedCall, ParseResult, ToolSpec
+from tether.grammar.rescue import (
+    armed_region_end,
+    calls_from_value,
+    clean_leftover,
+    find_json_values,
+    schema_types,
+)
+
+__all__ = ["GenericFormat", "example_arguments"]
+
+_EXAMPLE_BY_TYPE: dict[str, Any] = {
+    "string": "example",
+    "integer": 1,
+    "number": 1.5,
+    "boolean": True,
+    "array": [],
+    "object": {},
+    "null": None,
+}
+
+
+def example_arguments(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments for the prompt's example call: the required properties (else the first one),
+    valued from ``examples``, ``default``, ``enum`` or the type."""
+    props: Mapping[str, Any] = parameters.get("properties") or {}
+    keys = [k for k in parameters.get("required") or () if k in props] or list(props)[:1]
+    out: dict[str, Any] = {}
+    for key in keys:
+        spec = props[key] if isinstance(props[key], Mapping) else {}
+        if spec.get("examples"):
+            out[key] = spec["examples"][0]
+        elif "default" in spec:
+            out[key] = spec["default"]
+        elif spec.get("enum"):
+            out[key] = spec["enum"][0]
+        else:
+            types = schema_types(spec)
+            out[key] = _EXAMPLE_BY_TYPE.get(types[0] if types else "string", "text")
+    return out
+
+
+class GenericFormat(JsonPayloadFormat):
+    name = "generic"
+    description = 'Templates without tool support: the reply is {"tool_calls": [...]} or {"response": "..."}'
+    begin = ('{"tool_calls": [',)
+    end = ()
+    name_slot = JsonNameSlot(("name",))
+    constrain_from_start = True
+    text_envelope = JsonTextEnvelope('{"response": "', '"}')
+
+    def render_tools(self, tools: Sequence[ToolSpec]) -> str:
+        listing = "\n\n".join(
+            f"{t.name}: {t.description or 'No description.'}\nParameters (JSON schema): {dumps(dict(t.parameters))}"
+            for t in tools
+        )
+        example = tools[0] if tools else ToolSpec("tool_name")
+        call = dumps(
+            {"tool_calls": [{"name": example.name, "arguments": example_arguments(example.parameters)}]}
+        )
+        return (
+            "You can use these tools:\n\n" + listing + "\n\n"
+            "Always reply with one JSON object and nothing else.\n"
+            'To use a tool, reply {"tool_calls": [{"name": "TOOL_NAME", "arguments": {...}}]}\n'
+            'To answer with text, reply {"response": "YOUR ANSWER"}\n\n'
+            f"Example tool call:\n{call}\n\n"
+            'Example text answer:\n{"response": "Hello! How can I help you?"}'
+        )
+
+    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+        if not calls:
+            return dumps({"response": content})
+        return dumps({"tool_calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]})
+
+    def region_end(self, region: str, final: bool) -> int | None:
+        return armed_region_end(region, final)  # the begin marker opens the reply object itself
+
+    def parse_region(self, region: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
+        text = region
+        marked = any(region.startswith(b) for b in self.begin)
+        calls: list[ParsedCall] = []
+        answers: list[str] = []
+        pieces: list[str] = []
+        pos = 0
+        for span in find_json_values(text):
+            value = span.value
+            found = calls_from_value(
+                value, tools, raw=text[span.start : span.end], markerless=not marked, repairs=span.repairs
+            )
+            answer = value.get("response") if isinstance(value, dict) else None
+            empty = isinstance(value, dict) and value.get("tool_calls") == []
+            if not found and not isinstance(answer, str) and not empty:
+                continue
+            calls.extend(found)
+            if isinstance(answer, str):
+                answers.append(answer)
+            pieces.append(text[pos : span.start])
+            pos = span.end
+        if not pieces:
+            return None
+        pieces.append(text[pos:])
+        leftover, fenced = clean_leftover(pieces)
+        if fenced:
+            calls = [replace(c, repairs=(*c.repairs, "code_fence")) for c in calls]
+        content = "\n".join(a for a in [*answers, leftover] if a)
+        return ParseResult(content=content, calls=tuple(calls))

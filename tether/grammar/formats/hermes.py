@@ -1,0 +1,49 @@
+"""Hermes / Qwen2.5 / Qwen3 / Granite 4 JSON tool calls.
+
+    <tool_call>
+    {"name": "get_weather", "arguments": {"city": "Paris"}}
+    </tool_call>
+
+Rescue: JSON anywhere in the region (code fences, prose, several objects), the
+usual alternative shapes, Qwen3-Coder XML inside ``<tool_call>``, and a bare or
+fenced JSON call at the very start of a message that forgot the tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content
+from tether.grammar.formats.base import JsonNameSlot, ParsedCall, ParseResult, ToolSpec
+from tether.grammar.formats.qwen3_coder import parse_xml_calls
+
+__all__ = ["HermesFormat"]
+
+
+class HermesFormat(JsonPayloadFormat):
+    name = "hermes"
+    description = 'Hermes / Qwen2.5 / Qwen3: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
+    begin = ("<tool_call>",)
+    end = ("</tool_call>",)
+    name_slot = JsonNameSlot(("name",))
+
+    def render_tools(self, tools: Sequence[ToolSpec]) -> str:
+        lines = "\n".join(dumps(t.to_openai()) for t in tools)
+        return (
+            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+            "You are provided with function signatures within <tools></tools> XML tags:\n"
+            f"<tools>\n{lines}\n</tools>\n\n"
+            "For each function call, return a json object with function name and arguments within "
+            "<tool_call></tool_call> XML tags:\n"
+            '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+        )
+
+    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+        rendered = "\n".join(f"<tool_call>\n{dumps(self.call_object(c))}\n</tool_call>" for c in calls)
+        return join_content(content, rendered)
+
+    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
+        return "user", f"<tool_response>\n{content}\n</tool_response>"
+
+    def parse_fallback(self, body: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
+        return parse_xml_calls(body, tools, truncated=True)

@@ -1,0 +1,177 @@
+"""``wrap(client)``: the guardrails applied transparently to an official ``openai`` client.
+
+``wrap`` returns a copy of an ``OpenAI`` or ``AsyncOpenAI`` client (the original is
+left untouched) whose ``chat.completions.create`` checks every non-streaming call
+that carries ``tools``: on ``retry`` it re-calls with the retry messages appended,
+at most ``max_retries`` times, and returns the final response with resolved,
+coerced tool calls and the interventions under ``response.tether["interventions"]``
+(the same place the tether proxy reports its own). Streaming calls, calls without
+tools, calls with ``n > 1`` and calls offering non-function (custom) tools pass
+through unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tether.guardrails.decision import Decision
+from tether.guardrails.guard import Guardrails, is_function_tool
+from tether.guardrails.interventions import GuardrailStats, Intervention
+from tether.guardrails.policy import UnknownToolMode
+from tether.guardrails.response import rebuild
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI, OpenAI
+
+__all__ = ["finalize", "wrap"]
+
+ClientT = TypeVar("ClientT", "OpenAI", "AsyncOpenAI")
+R = TypeVar("R")
+_CACHE_SIZE = 32
+
+
+def _given(value: Any) -> bool:
+    """False for None and the SDK's ``NOT_GIVEN``/``omit`` sentinels."""
+    return value is not None and type(value).__name__ not in ("NotGiven", "Omit")
+
+
+def _guarded(kwargs: Mapping[str, Any]) -> bool:
+    """Only non-streaming, single-choice calls whose tools are all function tools are checked."""
+    n, tools = kwargs.get("n"), kwargs.get("tools")
+    if not _given(tools) or not tools:
+        return False
+    return (
+        all(isinstance(t, Mapping) and is_function_tool(t) for t in tools)
+        and not (_given(kwargs.get("stream")) and kwargs["stream"])
+        and (not _given(n) or n == 1)
+    )
+
+
+def finalize(response: R, decision: Decision, interventions: Sequence[Intervention]) -> R:
+    """The response the caller gets for the last ``decision``.
+
+    ``execute``/``fail`` with calls: the checked calls replace ``tool_calls`` (resolved
+    names, coerced arguments, original ids). ``answer`` because of an unknown tool
+    (``unknown_tool="text"``): the message becomes the error text. A text answer is
+    returned as the model wrote it. Interventions are always listed.
+    """
+    records = [i.to_dict() for i in interventions]
+    if decision.action in ("execute", "fail") and decision.tool_calls:
+        return rebuild(
+            response,
+            content=decision.content,
+            tool_calls=decision.tool_calls_openai(),
+            finish_reason="tool_calls",
+            interventions=records,
+        )
+    if decision.action == "answer" and decision.reason == "unknown_tool":
+        return rebuild(
+            response, content=decision.content, tool_calls=None, finish_reason="stop", interventions=records
+        )
+    return rebuild(response, interventions=records)
+
+
+class _Guards:
+    """A small cache of ``Guardrails`` per distinct tool list, sharing options and stats."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self._cache: OrderedDict[str, Guardrails] = OrderedDict()
+
+    def get(self, tools: Any) -> Guardrails:
+        key = json.dumps(tools, sort_keys=True, default=repr)
+        guard = self._cache.get(key)
+        if guard is None:
+            guard = Guardrails(tools, **self.options)
+            self._cache[key] = guard
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        return guard
+
+
+def _sync_create(original: Callable[..., Any], guards: _Guards) -> Callable[..., Any]:
+    def create(**kwargs: Any) -> Any:
+        if not _guarded(kwargs):
+            return original(**kwargs)
+        guard = guards.get(kwargs["tools"])
+        choice = kwargs.get("tool_choice") if _given(kwargs.get("tool_choice")) else "auto"
+        messages = list(kwargs["messages"])
+        seen: list[Intervention] = []
+        attempt = 0
+        while True:
+            response = original(**{**kwargs, "messages": messages})
+            decision = guard.check(response, tool_choice=choice, attempt=attempt)
+            seen.extend(decision.interventions)
+            if decision.action != "retry":
+                return finalize(response, decision, seen)
+            messages.extend(decision.retry_messages)
+            attempt += 1
+
+    return create
+
+
+def _async_create(original: Callable[..., Any], guards: _Guards) -> Callable[..., Any]:
+    async def create(**kwargs: Any) -> Any:
+        if not _guarded(kwargs):
+            return await original(**kwargs)
+        guard = guards.get(kwargs["tools"])
+        choice = kwargs.get("tool_choice") if _given(kwargs.get("tool_choice")) else "auto"
+        messages = list(kwargs["messages"])
+        seen: list[Intervention] = []
+        attempt = 0
+        while True:
+            response = await original(**{**kwargs, "messages": messages})
+            decision = guard.check(response, tool_choice=choice, attempt=attempt)
+            seen.extend(decision.interventions)
+            if decision.action != "retry":
+                return finalize(response, decision, seen)
+            messages.extend(decision.retry_messages)
+            attempt += 1
+
+    return create
+
+
+def _is_async(client: Any) -> bool:
+    try:
+        from openai import AsyncOpenAI
+    except ImportError:  # pragma: no cover - a compatible client without the SDK installed
+        return inspect.iscoroutinefunction(client.chat.completions.create)
+    return isinstance(client, AsyncOpenAI)
+
+
+def wrap(
+    client: ClientT,
+    *,
+    max_retries: int = 2,
+    coerce: bool = True,
+    unknown_tool: UnknownToolMode = "tool_error",
+    fill_defaults: bool = False,
+    rescue_formats: Sequence[str] = ("hermes", "generic"),
+    stats: GuardrailStats | None = None,
+) -> ClientT:
+    """A copy of ``client`` whose ``chat.completions.create`` applies the guardrails.
+
+    ``max_retries`` counts guardrail retries per call (the SDK's own HTTP
+    ``max_retries`` is separate); ``stats`` collects counters across calls.
+    """
+    guards = _Guards(
+        max_retries=max_retries,
+        coerce=coerce,
+        unknown_tool=unknown_tool,
+        fill_defaults=fill_defaults,
+        rescue_formats=tuple(rescue_formats),
+        stats=stats if stats is not None else GuardrailStats(),
+    )
+    Guardrails((), **guards.options)  # validate the options now, not on the first call
+    copy: ClientT = client.with_options()
+    completions = copy.chat.completions
+    original = completions.create
+    make = _async_create if _is_async(client) else _sync_create
+    vars(completions)["create"] = make(original, guards)
+    return copy
