@@ -42,7 +42,12 @@ def serve(
     tool_format: Annotated[
         str | None, typer.Option(help="Tool-call format (see `tether formats list`); default: detected.")
     ] = None,
-    constrain: Annotated[str, typer.Option(help="Grammar constraint: off | names | strict.")] = "names",
+    constrain: Annotated[
+        str | None, typer.Option(help="Layer-0 grammar: off | names | strict (default: from --preset).")
+    ] = None,
+    preset: Annotated[
+        str, typer.Option(help="Guardrails: bare | names | resolve | rescue | full | strict.")
+    ] = "full",
     model_alias: Annotated[list[str] | None, typer.Option(help="Extra model names to answer to.")] = None,
     log_level: Annotated[str, typer.Option(help="debug | info | warning | error")] = "info",
 ) -> None:
@@ -65,6 +70,7 @@ def serve(
             threads=threads,
             tool_format=tool_format,
             constrain=constrain,  # type: ignore[arg-type]
+            preset=preset,  # type: ignore[arg-type]
             model_alias=model_alias or [],
         )
         config = settings.to_config()

@@ -35,6 +35,7 @@ class ServerConfig:
     n_threads: int | None = None
     tool_format: str | None = None
     constrain: ConstrainMode = "names"
+    preset: str = "full"
     max_body_bytes: int = 8 * 1024 * 1024
     default_temperature: float = 0.8
     default_max_tokens: int = 1024
@@ -65,7 +66,8 @@ class Settings(BaseSettings):
     queue_limit: int = Field(default=16, ge=0)
     threads: int | None = Field(default=None, ge=1)
     tool_format: str | None = None
-    constrain: ConstrainMode = "names"
+    constrain: ConstrainMode | None = None
+    preset: Literal["bare", "names", "resolve", "rescue", "full", "strict"] = "full"
     max_body_mb: float = Field(default=8.0, gt=0)
     temperature: float = Field(default=0.8, ge=0, le=2)
     max_tokens: int = Field(default=1024, ge=1)
@@ -88,7 +90,9 @@ class Settings(BaseSettings):
             queue_limit=self.queue_limit,
             n_threads=self.threads,
             tool_format=self.tool_format,
-            constrain=self.constrain,
+            constrain=self.constrain
+            or ("strict" if self.preset == "strict" else "off" if self.preset == "bare" else "names"),
+            preset=self.preset,
             max_body_bytes=int(self.max_body_mb * 1024 * 1024),
             default_temperature=self.temperature,
             default_max_tokens=self.max_tokens,

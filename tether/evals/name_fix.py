@@ -23,7 +23,7 @@ from tether.grammar.formats.base import ToolSpec
 from tether.grammar.plan import Mode
 from tether.grammar.provider import ConstraintProvider
 
-__all__ = ["CASES", "FEW_SHOT", "TOOLS", "NameFixResult", "run_name_fix"]
+__all__ = ["CASES", "FEW_SHOT", "PREFILL", "TOOLS", "NameFixResult", "run_name_fix"]
 
 TOOLS = (
     ToolSpec("read_file", "Read a text file from the workspace.",
@@ -64,6 +64,7 @@ def _cases() -> tuple[str, ...]:
 
 
 CASES = _cases()
+PREFILL = '{"tool_calls": [{"name": "'
 
 
 @dataclass
@@ -90,7 +91,11 @@ def run_name_fix(
     cases: Sequence[str] = CASES,
     max_tokens: int = 48,
 ) -> dict[str, NameFixResult]:
-    """Greedy generation per case and mode; the shared system prompt keeps prefix reuse effective."""
+    """Greedy generation per case and mode; the shared system prompt keeps prefix reuse effective.
+
+    Every mode starts from the same prefill, ``{"tool_calls": [{"name": "``, so the comparison isolates
+    the naming decision: unconstrained, the model chooses the name freely after it.
+    """
     info = engine.info
     template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
     fmt = get_format("generic")
@@ -100,12 +105,14 @@ def run_name_fix(
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
     for case in cases:
         messages = (Message("system", FEW_SHOT), Message("user", case))
-        ids = engine.tokenize(build_prompt(template, fmt, messages, TOOLS))
+        ids = engine.tokenize(build_prompt(template, fmt, messages, TOOLS) + PREFILL)
         for mode, res in results.items():
             processor = None
             if mode != "off":
-                processor = provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids))  # type: ignore[arg-type]
-            text = "".join(
+                processor = provider.constraint(
+                    fmt, TOOLS, mode, prompt_len=len(ids), required=True, primed=PREFILL.encode()  # type: ignore[arg-type]
+                )
+            text = PREFILL + "".join(
                 ev.text for ev in engine.generate(ids, params, logits_processor=processor) if isinstance(ev, Token)
             )
             parsed = fmt.parse(text, TOOLS)

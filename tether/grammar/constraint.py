@@ -45,7 +45,15 @@ class ConstraintStats:
 class ToolConstraint:
     """One request's constraint. Not thread-safe; one per generation."""
 
-    def __init__(self, plan: ConstraintPlan, vocab: TokenVocab, masks: MaskCache, prompt_len: int) -> None:
+    def __init__(
+        self,
+        plan: ConstraintPlan,
+        vocab: TokenVocab,
+        masks: MaskCache,
+        prompt_len: int,
+        *,
+        primed: bytes = b"",
+    ) -> None:
         self.plan = plan
         self.vocab = vocab
         self.masks = masks
@@ -59,6 +67,15 @@ class ToolConstraint:
         self._max_marker = max((len(m) for m in plan.markers), default=0)
         if plan.from_start:
             self.stats.armed += 1
+        if primed:
+            # Text already placed in the assistant turn (a prefill) counts as generated.
+            self._consume_bytes(primed)
+
+    def _consume_bytes(self, data: bytes) -> None:
+        if self.state is not None:
+            self._advance(data)
+        else:
+            self._watch(data)
 
     # The engine seam.
     def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
@@ -78,11 +95,7 @@ class ToolConstraint:
         return mask.apply(logits)
 
     def _consume(self, tid: int) -> None:
-        piece = self.vocab.pieces[tid] if 0 <= tid < self.vocab.size else b""
-        if self.state is not None:
-            self._advance(piece)
-        else:
-            self._watch(piece)
+        self._consume_bytes(self.vocab.pieces[tid] if 0 <= tid < self.vocab.size else b"")
 
     def _advance(self, piece: bytes) -> None:
         state = self.state

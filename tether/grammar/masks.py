@@ -78,7 +78,9 @@ class MaskCache:
         """Bytes held by cached id arrays (both forms)."""
         total = sum(a.nbytes for a in self._cache.values())
         for m in self._masks.values():
-            total += (m.allowed.nbytes if m.allowed is not None else 0) + (m.blocked.nbytes if m.blocked is not None else 0)
+            total += (m.allowed.nbytes if m.allowed is not None else 0) + (
+                m.blocked.nbytes if m.blocked is not None else 0
+            )
         return total
 
     def _compute(self, state: State) -> npt.NDArray[np.int32]:
@@ -104,7 +106,9 @@ class MaskCache:
             return hit
         allowed = self.allowed(state)
         if allowed.size * 2 > self.vocab.size:
-            hit = Mask(blocked=np.setdiff1d(np.arange(self.vocab.size, dtype=np.int32), allowed), allowed=None)
+            hit = Mask(
+                blocked=np.setdiff1d(np.arange(self.vocab.size, dtype=np.int32), allowed), allowed=None
+            )
         else:
             hit = Mask(blocked=None, allowed=allowed)
         with self._lock:

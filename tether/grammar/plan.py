@@ -18,7 +18,7 @@ from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ToolCallFo
 from tether.grammar.jsonvalue import JsonValue
 from tether.grammar.regex import RegexCompiler
 
-__all__ = ["ConstraintPlan", "Mode", "build_plan"]
+__all__ = ["ConstraintPlan", "Mode", "build_plan", "name_choice_plan", "schema_plan"]
 
 Mode = Lit["names", "strict"]
 
@@ -113,3 +113,13 @@ def build_plan(
         )
         return ConstraintPlan(forced, markers, True, False, strict)
     return ConstraintPlan(region, markers, False, fmt.arm_at_start, strict)
+
+
+def name_choice_plan(names: Sequence[str]) -> ConstraintPlan:
+    """The whole reply is exactly one of ``names`` (layer-2 re-pick)."""
+    return ConstraintPlan(NameSwitch({n: Literal("") for n in names}), (), True, False, False)
+
+
+def schema_plan(tool: ToolSpec, regexes: RegexCompiler) -> ConstraintPlan:
+    """The whole reply is one arguments object valid for ``tool`` (argument repair)."""
+    return ConstraintPlan(regexes.schema_part(tool.parameters), (), True, False, True)

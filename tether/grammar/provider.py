@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tether.engine.base import Engine
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.masks import MaskCache
-from tether.grammar.plan import ConstraintPlan, Mode, build_plan
+from tether.grammar.plan import ConstraintPlan, Mode, build_plan, name_choice_plan, schema_plan
 from tether.grammar.regex import RegexCompiler
 from tether.grammar.vocab import TokenVocab
 
@@ -78,6 +78,36 @@ class ConstraintProvider:
         prompt_len: int,
         required: bool = False,
         parallel: bool = True,
+        primed: bytes = b"",
     ) -> ToolConstraint:
         plan, masks = self.plan(fmt, tools, mode, required=required, parallel=parallel)
+        return ToolConstraint(plan, self.vocab, masks, prompt_len, primed=primed)
+
+    def _cached(
+        self, key: tuple[object, ...], make: Callable[[], ConstraintPlan]
+    ) -> tuple[ConstraintPlan, MaskCache]:
+        vocab = self.vocab
+        with self._lock:
+            hit = self._plans.get(key)
+        if hit is None:
+            plan = make()
+            hit = (plan, MaskCache(plan.automaton, vocab))
+            with self._lock:
+                self._plans[key] = hit
+                while len(self._plans) > self.max_plans:
+                    self._plans.popitem(last=False)
+        return hit
+
+    def name_choice(self, names: Sequence[str], *, prompt_len: int) -> ToolConstraint:
+        """Layer 2: the reply must be exactly one offered name."""
+        plan, masks = self._cached(("names-only", tuple(sorted(names))), lambda: name_choice_plan(names))
+        return ToolConstraint(plan, self.vocab, masks, prompt_len)
+
+    def arguments(self, tool: ToolSpec, *, prompt_len: int) -> ToolConstraint:
+        """Argument repair: the reply must be one arguments object valid for ``tool``."""
+        assert self._regexes is not None or self.vocab is not None
+        regexes = self._regexes
+        assert regexes is not None
+        key = ("schema", tool.name, json.dumps(tool.parameters, sort_keys=True))
+        plan, masks = self._cached(key, lambda: schema_plan(tool, regexes))
         return ToolConstraint(plan, self.vocab, masks, prompt_len)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -16,10 +17,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from tether.config import ServerConfig
 from tether.engine.base import LogitsProcessor
 from tether.engine.scheduler import Scheduler
+from tether.engine.template import ChatTemplate
 from tether.errors import InvalidRequestError, QueueFullError, TetherError
 from tether.grammar.formats import detect_format, get_format
 from tether.grammar.provider import ConstraintProvider
+from tether.proxy.anthropic_routes import AnthropicErrorMiddleware
+from tether.proxy.anthropic_routes import router as anthropic_router
 from tether.proxy.core import ChatCore, ConstraintFactory, Prepared
+from tether.proxy.guard import PRESETS, CallGuard
 from tether.proxy.middleware import AuthMiddleware, BodyLimitMiddleware, RequestContextMiddleware
 from tether.proxy.openai_routes import router as openai_router
 from tether.proxy.state import AppState
@@ -72,14 +77,18 @@ def create_app(
     """Build the app around an already-loaded scheduler (the CLI loads the engines)."""
     info = scheduler.engines[0].info
     fmt_name = config.tool_format or detect_format(info.chat_template)
+    provider = ConstraintProvider(scheduler.engines[0])
     if constraint_factory is None:
-        constraint_factory = tool_constraint_factory(ConstraintProvider(scheduler.engines[0]))
+        constraint_factory = tool_constraint_factory(provider)
+    template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
     core = ChatCore(
         scheduler,
         get_format(fmt_name),
         default_max_tokens=config.default_max_tokens,
         constraint_factory=constraint_factory,
+        guard=CallGuard(scheduler, template, provider),
     )
+    default_guard = replace(PRESETS[config.preset], constrain=config.constrain)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -88,13 +97,20 @@ def create_app(
         scheduler.close()
 
     app = FastAPI(title="tether", version="0.1.0", lifespan=lifespan)
-    app.state.tether = AppState(config=config, scheduler=scheduler, core=core)
+    app.state.tether = AppState(config=config, scheduler=scheduler, core=core, default_guard=default_guard)
     app.include_router(openai_router)
+    app.include_router(anthropic_router)
 
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:
         state: AppState = request.app.state.tether
-        return {"status": "ok", "model": state.model_id, "scheduler": state.scheduler.snapshot()}
+        guard = state.core.guard
+        return {
+            "status": "ok",
+            "model": state.model_id,
+            "scheduler": state.scheduler.snapshot(),
+            "interventions": guard.stats.interventions if guard else {},
+        }
 
     @app.exception_handler(TetherError)
     async def tether_error(_: Request, exc: TetherError) -> JSONResponse:
@@ -122,6 +138,7 @@ def create_app(
 
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(AuthMiddleware, api_key=config.api_key)
+    app.add_middleware(AnthropicErrorMiddleware)  # outside auth and body limit: their errors too
     app.add_middleware(
         CORSMiddleware,
         allow_origin_regex=r"https?://(localhost|127\.0\.0\.1)(:\d+)?",

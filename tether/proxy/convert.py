@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from tether.chat import Message, ToolCallRecord
-from tether.config import ConstrainMode
 from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
 from tether.grammar.formats.base import ToolSpec
 from tether.proxy.core import ChatJob, ToolChoice, new_call_id
+from tether.proxy.guard import PRESETS, GuardConfig
 from tether.proxy.openai_schema import ChatCompletionRequest, ChatMessageIn
 
 __all__ = ["job_from_openai", "text_of"]
@@ -73,7 +74,7 @@ def job_from_openai(
     req: ChatCompletionRequest,
     *,
     default_temperature: float,
-    default_constrain: ConstrainMode,
+    default_guard: GuardConfig,
 ) -> ChatJob:
     messages = tuple(_message(m, i) for i, m in enumerate(req.messages))
     tools = _tool_specs(req)
@@ -104,7 +105,12 @@ def job_from_openai(
         top_p=1.0 if req.top_p is None else req.top_p,
         seed=req.seed,
     )
-    constrain = (req.tether.constrain if req.tether and req.tether.constrain else None) or default_constrain
+    guard = default_guard
+    if req.tether is not None:
+        if req.tether.preset is not None:
+            guard = PRESETS[req.tether.preset]
+        if req.tether.constrain is not None:
+            guard = replace(guard, constrain=req.tether.constrain)
     return ChatJob(
         messages=messages,
         tools=tools,
@@ -113,6 +119,6 @@ def job_from_openai(
         params=params,
         max_tokens_requested=req.max_completion_tokens or req.max_tokens,
         stop=stop,
-        constrain=constrain,
+        guard=guard,
         json_mode=rf is not None and rf.type == "json_object",
     )

@@ -26,6 +26,8 @@ from tether.engine.template import ChatTemplate
 from tether.errors import ContextOverflowError, InvalidRequestError
 from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
 from tether.grammar.formats.base import ParsedCall, ToolCallFormat, ToolSpec
+from tether.guardrails import Intervention
+from tether.proxy.guard import CallGuard, GuardConfig
 
 __all__ = [
     "CallOut",
@@ -61,9 +63,13 @@ class ChatJob:
     params: SamplingParams = field(default_factory=SamplingParams)
     max_tokens_requested: int | None = None
     stop: tuple[str, ...] = ()
-    constrain: ConstrainMode = "names"
+    guard: GuardConfig = field(default_factory=GuardConfig)
     json_mode: bool = False
     priority: int = 0
+
+    @property
+    def constrain(self) -> ConstrainMode:
+        return self.guard.constrain
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,6 @@ class CallOut:
     id: str
     name: str
     arguments: str
-    offered: bool = True
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,7 @@ class ChatCore:
         *,
         default_max_tokens: int = 1024,
         constraint_factory: ConstraintFactory | None = None,
+        guard: CallGuard | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.engine = scheduler.engines[0]
@@ -132,6 +138,7 @@ class ChatCore:
         self.fmt = fmt
         self.default_max_tokens = default_max_tokens
         self.constraint_factory = constraint_factory
+        self.guard = guard
 
     def _offered(self, job: ChatJob) -> tuple[ToolSpec, ...]:
         if job.tool_choice == "none" or not job.tools:
@@ -178,12 +185,17 @@ class ChatCore:
         started = time.monotonic()
         done: Done | None = None
 
+        sent_text = False
+
         def route(text: str) -> list[CoreEvent]:
+            nonlocal sent_text
             if not text:
                 return []
-            if detector is None:
-                return [TextOut(text)]
-            return _detector_events(detector.feed(text), calls)
+            events: list[CoreEvent] = (
+                [TextOut(text)] if detector is None else _text_events(detector.feed(text), calls)
+            )
+            sent_text = sent_text or bool(events)
+            return events
 
         gen = self.scheduler.generate(
             prepared.prompt_ids, prepared.params, logits_processor=processor, priority=job.priority
@@ -202,13 +214,20 @@ class ChatCore:
         for out in route(stops.flush()):
             yield out
         if detector is not None:
-            for out in _detector_events(detector.close(), calls):
+            for out in _text_events(detector.close(), calls):
+                sent_text = True
                 yield out
+        # Calls leave after the generation has released its slot: the guard may need the engine again.
+        outs, notes, extra = await self._checked_calls(prepared, calls)
+        if extra:
+            yield TextOut(("\n" if sent_text else "") + extra)
+        for out in outs:
+            yield out
         completion = done.completion_tokens if done else 0
         evaluated = done.prompt_tokens_evaluated if done else len(prepared.prompt_ids)
         usage = Usage(len(prepared.prompt_ids), completion, evaluated)
         reason: Literal["stop", "length", "tool_calls", "cancelled"]
-        if calls:
+        if outs:
             reason = "tool_calls"
         elif stops.matched is not None or done is None:
             reason = "stop"
@@ -220,13 +239,39 @@ class ChatCore:
             evaluated=usage.prompt_tokens_evaluated,
             completion_tokens=completion,
             finish_reason=reason,
-            tool_calls=len(calls),
+            tool_calls=len(outs),
+            interventions=len(notes),
             seconds=round(time.monotonic() - started, 3),
         )
-        yield FinishOut(reason, usage, matched_stop=stops.matched)
+        yield FinishOut(reason, usage, tuple(n.to_dict() for n in notes), matched_stop=stops.matched)
+
+    async def _checked_calls(
+        self, prepared: Prepared, calls: list[ParsedCall]
+    ) -> tuple[list[CallOut], tuple[Intervention, ...], str]:
+        if not calls:
+            return [], (), ""
+        job = prepared.job
+        if self.guard is None:
+            fixed = [(c.name, dict(c.arguments)) for c in calls]
+            notes: tuple[Intervention, ...] = ()
+            extra = ""
+        else:
+            outcome = await self.guard.fix(
+                job.guard, job.messages, prepared.tools, calls, priority=job.priority
+            )
+            fixed = [(c.name, c.arguments) for c in outcome.calls]
+            notes, extra = outcome.interventions, outcome.text
+        if not job.parallel_tool_calls:
+            fixed = fixed[:1]
+        outs = [
+            CallOut(index=i, id=new_call_id(), name=name, arguments=json.dumps(args, ensure_ascii=False))
+            for i, (name, args) in enumerate(fixed)
+        ]
+        return outs, notes, extra
 
 
-def _detector_events(events: Sequence[object], calls: list[ParsedCall]) -> list[CoreEvent]:
+def _text_events(events: Sequence[object], calls: list[ParsedCall]) -> list[CoreEvent]:
+    """Text deltas leave at once; parsed calls are collected for the guard."""
     out: list[CoreEvent] = []
     for ev in events:
         if isinstance(ev, TextDelta):
@@ -234,15 +279,6 @@ def _detector_events(events: Sequence[object], calls: list[ParsedCall]) -> list[
                 out.append(TextOut(ev.text))
         elif isinstance(ev, ToolCallDone):
             calls.append(ev.call)
-            out.append(
-                CallOut(
-                    index=len(calls) - 1,
-                    id=new_call_id(),
-                    name=ev.call.name,
-                    arguments=json.dumps(dict(ev.call.arguments), ensure_ascii=False),
-                    offered=ev.call.offered,
-                )
-            )
     return out
 
 

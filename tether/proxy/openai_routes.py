@@ -14,6 +14,7 @@ from tether.engine.base import SamplingParams
 from tether.errors import ModelNotFoundError, TetherError
 from tether.proxy.convert import job_from_openai
 from tether.proxy.core import CallOut, ChatCore, ChatJob, CoreEvent, FinishOut, TextOut, Usage
+from tether.proxy.guard import PRESETS
 from tether.proxy.openai_schema import ChatCompletionRequest, CompletionRequest
 from tether.proxy.state import AppState
 
@@ -58,7 +59,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> JSO
     state = _state(request)
     _check_model(state, body.model)
     job = job_from_openai(
-        body, default_temperature=state.config.default_temperature, default_constrain=state.config.constrain
+        body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
     )
     prepared = state.core.prepare(job)
     rid = "chatcmpl-" + request.state.request_id
@@ -166,7 +167,7 @@ async def completions(body: CompletionRequest, request: Request) -> JSONResponse
         ),
         max_tokens_requested=body.max_tokens,
         stop=(body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ()),
-        constrain="off",
+        guard=PRESETS["bare"],
     )
     prepared = state.core.prepare_raw(job, prompt)
     rid = "cmpl-" + request.state.request_id

@@ -76,6 +76,7 @@ class TetherOptions(_Loose):
     """The ``tether`` extension field: per-request overrides."""
 
     constrain: Literal["off", "names", "strict"] | None = None
+    preset: Literal["bare", "names", "resolve", "rescue", "full", "strict"] | None = None
 
 
 class ChatCompletionRequest(_Loose):

@@ -10,6 +10,7 @@ from typing import Any
 from tether.config import ServerConfig
 from tether.engine.scheduler import Scheduler
 from tether.proxy.core import ChatCore
+from tether.proxy.guard import GuardConfig
 
 __all__ = ["AppState"]
 
@@ -19,6 +20,7 @@ class AppState:
     config: ServerConfig
     scheduler: Scheduler
     core: ChatCore
+    default_guard: GuardConfig
     started: float = field(default_factory=time.time)
 
     @property
@@ -43,7 +45,8 @@ class AppState:
             "tether": {
                 "n_ctx": info.n_ctx,
                 "tool_format": self.core.fmt.name,
-                "constrain": self.config.constrain,
+                "constrain": self.default_guard.constrain,
+                "preset": self.config.preset,
                 "slots": len(self.scheduler.engines),
                 "chat_template_tools": self.core.template.supports_tools,
             },

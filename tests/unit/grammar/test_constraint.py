@@ -19,10 +19,55 @@ from tether.grammar.regex import RegexCompiler
 from tether.grammar.vocab import TokenVocab
 
 MULTI = [
-    "<tool_call>", "<tool", "_call", ">", "</tool_call>", "\n", '{"', "name", '":', ' "', '",', '"}', "}}", "}",
-    "read", "_file", "Read", "read_file", "file", ' {"', "path", "arguments", "run", "_command", "command",
-    '{"name": "', "<function=", "</function>", "[", "(", ")", "]", "tool_calls", "response", '": ', ", ",
-    "a.txt", '"', "hello", " world", "Sure", "!", '\\"', "hi", "ls", "-la", "=", "re", "ad",
+    "<tool_call>",
+    "<tool",
+    "_call",
+    ">",
+    "</tool_call>",
+    "\n",
+    '{"',
+    "name",
+    '":',
+    ' "',
+    '",',
+    '"}',
+    "}}",
+    "}",
+    "read",
+    "_file",
+    "Read",
+    "read_file",
+    "file",
+    ' {"',
+    "path",
+    "arguments",
+    "run",
+    "_command",
+    "command",
+    '{"name": "',
+    "<function=",
+    "</function>",
+    "[",
+    "(",
+    ")",
+    "]",
+    "tool_calls",
+    "response",
+    '": ',
+    ", ",
+    "a.txt",
+    '"',
+    "hello",
+    " world",
+    "Sure",
+    "!",
+    '\\"',
+    "hi",
+    "ls",
+    "-la",
+    "=",
+    "re",
+    "ad",
 ]
 EOS = 0
 FALLBACK = {b'"': 0.4, b"}": 0.3, b"]": 0.2, b"1": 0.1}
@@ -35,9 +80,20 @@ def make_vocab(drop: Sequence[bytes] = ()) -> TokenVocab:
 
 
 TOOLS = [
-    ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-    ToolSpec("run_command", "Run", {"type": "object", "properties": {"command": {"type": "string"}, "n": {"type": "integer"}},
-                                     "required": ["command"]}),
+    ToolSpec(
+        "read_file",
+        "Read a file",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    ),
+    ToolSpec(
+        "run_command",
+        "Run",
+        {
+            "type": "object",
+            "properties": {"command": {"type": "string"}, "n": {"type": "integer"}},
+            "required": ["command"],
+        },
+    ),
 ]
 
 
@@ -73,10 +129,19 @@ def drive(
     return out.decode("utf-8", "replace"), used
 
 
-def constraint_for(fmt_name: str, mode: str = "names", tools: Sequence[ToolSpec] = TOOLS, *, vocab: TokenVocab | None = None,
-                   required: bool = False, parallel: bool = True) -> tuple[TokenVocab, ToolConstraint]:
+def constraint_for(
+    fmt_name: str,
+    mode: str = "names",
+    tools: Sequence[ToolSpec] = TOOLS,
+    *,
+    vocab: TokenVocab | None = None,
+    required: bool = False,
+    parallel: bool = True,
+) -> tuple[TokenVocab, ToolConstraint]:
     vocab = vocab or make_vocab()
-    plan = build_plan(get_format(fmt_name), tools, mode, RegexCompiler(vocab), required=required, parallel=parallel)  # type: ignore[arg-type]
+    plan = build_plan(
+        get_format(fmt_name), tools, mode, RegexCompiler(vocab), required=required, parallel=parallel
+    )  # type: ignore[arg-type]
     return vocab, ToolConstraint(plan, vocab, MaskCache(plan.automaton, vocab), prompt_len=3)
 
 
@@ -117,8 +182,10 @@ def test_name_key_inside_arguments_is_free_in_names_mode() -> None:
 
 def test_parallel_calls_rearm() -> None:
     vocab, c = constraint_for("hermes")
-    want = ('<tool_call>{"name": "read_file", "arguments": {}}</tool_call>\n'
-            '<tool_call>{"name": "Read", "arguments": {}}</tool_call>')
+    want = (
+        '<tool_call>{"name": "read_file", "arguments": {}}</tool_call>\n'
+        '<tool_call>{"name": "Read", "arguments": {}}</tool_call>'
+    )
     out, _ = drive(vocab, c, want)
     assert c.stats.armed == 2
     assert out.count('"name": "read_file"') + out.count('"name": "run_command"') == 2
@@ -149,7 +216,9 @@ def test_generic_required_has_no_text_branch() -> None:
 
 def test_generic_strict_arguments_validate() -> None:
     vocab, c = constraint_for("generic", "strict")
-    out, _ = drive(vocab, c, '{"tool_calls": [{"name": "run_command", "arguments": {"command": 5, "n": "x"}}]}')
+    out, _ = drive(
+        vocab, c, '{"tool_calls": [{"name": "run_command", "arguments": {"command": 5, "n": "x"}}]}'
+    )
     data = json.loads(out)
     call = data["tool_calls"][0]
     schema = next(t.parameters for t in TOOLS if t.name == call["name"])
@@ -158,7 +227,11 @@ def test_generic_strict_arguments_validate() -> None:
 
 def test_generic_single_call_when_not_parallel() -> None:
     vocab, c = constraint_for("generic", parallel=False)
-    out, _ = drive(vocab, c, '{"tool_calls": [{"name": "read_file", "arguments": {}}, {"name": "read_file", "arguments": {}}]}')
+    out, _ = drive(
+        vocab,
+        c,
+        '{"tool_calls": [{"name": "read_file", "arguments": {}}, {"name": "read_file", "arguments": {}}]}',
+    )
     assert out.count('"name"') == 1
     json.loads(out)
 
@@ -181,7 +254,7 @@ def test_markerless_format_arms_only_at_message_start() -> None:
     out, _ = drive(vocab, c, '[Read(path="a.txt")]')
     assert out.startswith("[read_file(") or out.startswith("[run_command("), out
     vocab, c = constraint_for("pythonic")
-    prose = 'Sure! [Read(x)]'
+    prose = "Sure! [Read(x)]"
     assert drive(vocab, c, prose)[0] == prose
 
 
@@ -202,7 +275,9 @@ def test_dead_end_ends_generation_instead_of_failing_open() -> None:
     assert "ls" in out and out.endswith("ls")
 
 
-@pytest.mark.parametrize("fmt", ["hermes", "phi4", "llama3_json", "mistral_v3", "llama_function", "glm45", "generic"])
+@pytest.mark.parametrize(
+    "fmt", ["hermes", "phi4", "llama3_json", "mistral_v3", "llama_function", "glm45", "generic"]
+)
 def test_every_json_or_inline_format_builds(fmt: str) -> None:
     vocab, c = constraint_for(fmt)
     assert c.plan.automaton is not None

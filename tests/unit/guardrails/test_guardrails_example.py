@@ -24,7 +24,7 @@ def test_example_agent_loop(
         json.dumps({"tool_calls": [{"name": "ReadFile", "arguments": {"path": "notes.txt", "lines": "1"}}]}),
         json.dumps({"response": "notes.txt starts with: first line"}),
     ]
-    app, engine = scripted_app(replies, constrain="off")
+    app, engine = scripted_app(replies, constrain="off", preset="bare")
     spec = importlib.util.spec_from_file_location("guardrails_openai_example", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

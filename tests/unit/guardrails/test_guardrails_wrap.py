@@ -1,6 +1,6 @@
 """``wrap()`` with the real ``openai`` SDK against tether's own app over a scripted engine.
 
-``constrain="off"`` keeps layer 0 from forcing offered names, so the raw wrong names
+``preset="bare"`` (layer 0 off, no server-side guard) lets the raw wrong names
 the scripted engine writes reach the client, as they would from another backend.
 """
 
@@ -39,7 +39,7 @@ async def async_client() -> AsyncIterator[AsyncFactory]:
     opened: list[AsyncOpenAI] = []
 
     def factory(replies: Sequence[str], **config: Any) -> tuple[AsyncOpenAI, ScriptedEngine]:
-        app, engine = scripted_app(replies, **{"constrain": "off", **config})
+        app, engine = scripted_app(replies, **{"constrain": "off", "preset": "bare", **config})
         http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://test/v1")
         client = AsyncOpenAI(api_key="test", base_url="http://test/v1", http_client=http, max_retries=0)
         opened.append(client)
@@ -130,7 +130,7 @@ def test_sync_client_required_tool_is_retried() -> None:
         json.dumps({"response": "sure, reading"}),
         generic_call("write-file", {"path": "b", "content": "x"}),
     ]
-    app, engine = scripted_app(replies, constrain="off")
+    app, engine = scripted_app(replies, constrain="off", preset="bare")
     with sync_http(app) as http:
         client = OpenAI(api_key="test", base_url="http://test/v1", http_client=http, max_retries=0)
         response = wrap(client).chat.completions.create(

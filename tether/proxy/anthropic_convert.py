@@ -1,0 +1,302 @@
+"""Translating between Anthropic's Messages API and the core: requests, stop reasons, usage, errors.
+
+The routes in :mod:`tether.proxy.anthropic_routes` stay thin: a ``MessagesRequest``
+becomes a ``ChatJob`` here, and a ``FinishOut`` becomes ``stop_reason`` and
+``usage``. Errors keep the statuses of the OpenAI path and take Anthropic's shape,
+``{"type": "error", "error": {"type": ..., "message": ...}}``; ``AnthropicErrorMiddleware``
+reshapes the errors raised before a route runs (auth, body limit, validation).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Message as AsgiMessage
+
+from tether.chat import Message, ToolCallRecord
+from tether.engine.base import SamplingParams
+from tether.errors import ContextOverflowError, InvalidRequestError, TetherError
+from tether.grammar.formats.base import ToolSpec
+from tether.proxy.anthropic_schema import AnthropicMessageIn, CountTokensRequest, MessagesRequest
+from tether.proxy.core import ChatJob, FinishOut, ToolChoice, Usage
+from tether.proxy.guard import PRESETS, GuardConfig
+from tether.proxy.openai_schema import TetherOptions
+
+__all__ = [
+    "ERROR_TYPES",
+    "AnthropicErrorMiddleware",
+    "anthropic_error",
+    "error_type",
+    "job_from_anthropic",
+    "stop_fields",
+    "tool_use_id",
+    "usage_body",
+]
+
+# Anthropic's error types by HTTP status; anything else at or above 500 is an ``api_error``.
+ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
+MESSAGES_PATH = "/v1/messages"
+
+
+def error_type(status: int) -> str:
+    """Anthropic's ``error.type`` for an HTTP status."""
+    return ERROR_TYPES.get(status, "invalid_request_error" if 400 <= status < 500 else "api_error")
+
+
+def anthropic_error(exc: TetherError) -> dict[str, Any]:
+    """The error body in Anthropic's shape. A context overflow uses Anthropic's own wording
+    (``prompt is too long: N tokens > M maximum``), which Claude Code reads to compact."""
+    message = exc.message
+    if isinstance(exc, ContextOverflowError):
+        message = f"prompt is too long: {exc.prompt_tokens} tokens > {exc.n_ctx} maximum. {exc.message}"
+    return {"type": "error", "error": {"type": error_type(exc.status), "message": message}}
+
+
+def tool_use_id(call_id: str) -> str:
+    """Anthropic-style ids (``toolu_…``) for the core's ``call_…`` ids."""
+    return "toolu_" + call_id.removeprefix("call_")
+
+
+def usage_body(u: Usage) -> dict[str, int]:
+    """Anthropic usage: ``input_tokens`` excludes the reused prefix, reported as cache reads."""
+    return {
+        "input_tokens": u.prompt_tokens - u.cached_tokens,
+        "output_tokens": u.completion_tokens,
+        "cache_read_input_tokens": u.cached_tokens,
+        "cache_creation_input_tokens": 0,
+    }
+
+
+def stop_fields(finish: FinishOut) -> tuple[str, str | None]:
+    """``(stop_reason, stop_sequence)`` for the core's finish."""
+    if finish.finish_reason == "tool_calls":
+        return "tool_use", None
+    if finish.finish_reason == "length":
+        return "max_tokens", None
+    if finish.matched_stop is not None:
+        return "stop_sequence", finish.matched_stop
+    return "end_turn", None
+
+
+def _text_blocks(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
+    """Text of a string or of a list of ``text`` blocks; other block types are refused."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for i, block in enumerate(content):
+        kind = block.get("type")
+        if kind != "text":
+            raise InvalidRequestError(
+                f"content block type {kind!r} is not supported here by this text-only model",
+                param=f"{where}[{i}].type",
+            )
+        parts.append(str(block.get("text", "")))
+    return "\n\n".join(parts)
+
+
+def _tool_result(block: dict[str, Any], names: dict[str, str], where: str) -> Message:
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidRequestError("tool_result needs a tool_use_id", param=f"{where}.tool_use_id")
+    text = _text_blocks(block.get("content"), where=f"{where}.content")
+    if block.get("is_error") and not text.lower().startswith("error"):
+        text = f"Error: {text}"
+    return Message("tool", text, tool_call_id=call_id, name=names.get(call_id))
+
+
+def _turn(msg: AnthropicMessageIn, index: int, names: dict[str, str]) -> list[Message]:
+    """One Anthropic turn as core messages: tool results become ``tool`` messages, in order."""
+    where = f"messages[{index}].content"
+    if isinstance(msg.content, str):
+        return [Message(msg.role, msg.content)]
+    out: list[Message] = []
+    text: list[str] = []
+    calls: list[ToolCallRecord] = []
+
+    def flush_text() -> None:
+        if text:
+            out.append(Message("user", "\n\n".join(text)))
+            text.clear()
+
+    for i, block in enumerate(msg.content):
+        kind = block.get("type")
+        if kind == "text":
+            text.append(str(block.get("text", "")))
+        elif kind in ("thinking", "redacted_thinking") and msg.role == "assistant":
+            continue  # earlier reasoning is not replayed to the model
+        elif kind == "tool_use" and msg.role == "assistant":
+            name, call_id = str(block.get("name", "")), str(block.get("id", ""))
+            if not name or not call_id:
+                raise InvalidRequestError("tool_use needs an id and a name", param=f"{where}[{i}]")
+            names[call_id] = name
+            arguments = block.get("input")
+            calls.append(ToolCallRecord(call_id, name, json.dumps(arguments or {}, ensure_ascii=False)))
+        elif kind == "tool_result" and msg.role == "user":
+            flush_text()
+            out.append(_tool_result(block, names, f"{where}[{i}]"))
+        else:
+            raise InvalidRequestError(
+                f"content block type {kind!r} is not supported in a {msg.role} turn by this text-only model",
+                param=f"{where}[{i}].type",
+            )
+    if msg.role == "assistant":
+        return [Message("assistant", "\n\n".join(text), tool_calls=tuple(calls))]
+    flush_text()
+    return out
+
+
+def _tool_specs(req: CountTokensRequest) -> tuple[ToolSpec, ...]:
+    specs: list[ToolSpec] = []
+    seen: set[str] = set()
+    for i, tool in enumerate(req.tools or ()):
+        if tool.type not in (None, "custom"):
+            raise InvalidRequestError(
+                f"tool type {tool.type!r} is a server tool, which this server does not run; "
+                "declare a client tool with name, description and input_schema",
+                param=f"tools[{i}].type",
+            )
+        if tool.name in seen:
+            raise InvalidRequestError(f"duplicate tool name {tool.name!r}", param=f"tools[{i}].name")
+        seen.add(tool.name)
+        params = dict(tool.input_schema or {"type": "object", "properties": {}})
+        params.pop("$schema", None)
+        specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=params))
+    return tuple(specs)
+
+
+def _tool_choice(req: CountTokensRequest, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, bool]:
+    tc = req.tool_choice
+    if tc is None:
+        return "auto", True
+    parallel = not tc.disable_parallel_tool_use
+    if tc.type in ("any", "tool") and not tools:
+        raise InvalidRequestError(f"tool_choice {tc.type!r} needs at least one tool", param="tool_choice")
+    if tc.type == "any":
+        return "required", parallel
+    if tc.type == "tool":
+        if not tc.name:
+            raise InvalidRequestError("tool_choice 'tool' needs a name", param="tool_choice.name")
+        return tc.name, parallel
+    return tc.type, parallel
+
+
+def _guard(options: TetherOptions | None, default: GuardConfig) -> GuardConfig:
+    """The ``tether`` extension field, as on the OpenAI path: a preset, then a ``constrain`` override."""
+    guard = default
+    if options is not None:
+        if options.preset is not None:
+            guard = PRESETS[options.preset]
+        if options.constrain is not None:
+            guard = replace(guard, constrain=options.constrain)
+    return guard
+
+
+def job_from_anthropic(
+    req: CountTokensRequest,
+    *,
+    default_temperature: float,
+    default_guard: GuardConfig,
+) -> ChatJob:
+    """A ``ChatJob`` for a messages (or count_tokens) request."""
+    messages: list[Message] = []
+    system = _text_blocks(req.system, where="system")
+    if system:
+        messages.append(Message("system", system))
+    names: dict[str, str] = {}
+    for i, msg in enumerate(req.messages):
+        messages.extend(_turn(msg, i, names))
+    tools = _tool_specs(req)
+    choice, parallel = _tool_choice(req, tools)
+    guard = _guard(req.tether, default_guard)
+    if not isinstance(req, MessagesRequest):
+        return ChatJob(
+            messages=tuple(messages),
+            tools=tools,
+            tool_choice=choice,
+            parallel_tool_calls=parallel,
+            guard=guard,
+        )
+    params = SamplingParams(
+        temperature=default_temperature if req.temperature is None else req.temperature,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        **({"top_k": req.top_k} if req.top_k is not None else {}),
+    )
+    return ChatJob(
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=choice,
+        parallel_tool_calls=parallel,
+        params=params,
+        max_tokens_requested=req.max_tokens,
+        stop=tuple(req.stop_sequences or ()),
+        guard=guard,
+    )
+
+
+class AnthropicErrorMiddleware:
+    """Reshapes OpenAI-shaped JSON errors on ``/v1/messages`` paths into Anthropic's shape.
+
+    Errors raised before a route runs (auth, body limit, request validation, unknown
+    paths) are written by the shared handlers in OpenAI's shape; this keeps their
+    status and message and changes only the envelope. Bodies already in Anthropic's
+    shape, and every non-error response (streams included), pass through untouched.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if scope["type"] != "http" or not (path == MESSAGES_PATH or path.startswith(MESSAGES_PATH + "/")):
+            await self.app(scope, receive, send)
+            return
+        held: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def reshaping_send(message: AsgiMessage) -> None:
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers") or [])
+                is_json = headers.get(b"content-type", b"").startswith(b"application/json")
+                if message["status"] >= 400 and is_json:
+                    held["start"] = message
+                    return
+            elif message["type"] == "http.response.body" and "start" in held:
+                chunks.append(message.get("body", b""))
+                if message.get("more_body", False):
+                    return
+                await _send_reshaped(send, held["start"], b"".join(chunks))
+                return
+            await send(message)
+
+        await self.app(scope, receive, reshaping_send)
+
+
+async def _send_reshaped(send: Send, start: AsgiMessage, body: bytes) -> None:
+    status = int(start["status"])
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("type") != "error" and isinstance(data.get("error"), dict):
+        message = str(data["error"].get("message") or "error")
+        body = json.dumps(
+            {"type": "error", "error": {"type": error_type(status), "message": message}}
+        ).encode()
+    headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({**start, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

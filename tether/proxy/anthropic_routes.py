@@ -1,0 +1,244 @@
+"""Anthropic-compatible routes: ``POST /v1/messages`` (streaming and not) and ``/v1/messages/count_tokens``.
+
+A thin adapter over the same ``ChatCore`` as the OpenAI routes: the request becomes
+a ``ChatJob`` (see :mod:`tether.proxy.anthropic_convert`), and the core's events
+become Anthropic content blocks. A streamed reply follows Anthropic's event order:
+``message_start``, then per block ``content_block_start`` (the first followed by a
+``ping``), ``content_block_delta``…, ``content_block_stop``, then ``message_delta``
+(stop reason, usage) and ``message_stop``. A tool call is sent once it is complete,
+its arguments as ``input_json_delta`` fragments that concatenate to the final JSON.
+
+Errors raised before the first event (bad request, unknown model, context
+overflow, full queue) keep their HTTP status; errors after it arrive as an
+``event: error`` in the stream, as Anthropic sends them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from tether.errors import ContextOverflowError, ModelNotFoundError, QueueFullError, TetherError
+from tether.proxy.anthropic_convert import (
+    AnthropicErrorMiddleware,
+    anthropic_error,
+    job_from_anthropic,
+    stop_fields,
+    tool_use_id,
+    usage_body,
+)
+from tether.proxy.anthropic_schema import CountTokensRequest, MessagesRequest
+from tether.proxy.core import CallOut, CoreEvent, FinishOut, TextOut
+from tether.proxy.state import AppState
+
+__all__ = ["AnthropicErrorMiddleware", "router"]
+
+router = APIRouter(prefix="/v1")
+
+# Long arguments (file contents) leave in a few fragments of at most this many characters.
+FRAGMENT_CHARS = 512
+
+
+def _state(request: Request) -> AppState:
+    state: AppState = request.app.state.tether
+    return state
+
+
+def _check_model(state: AppState, model: str) -> None:
+    if model not in state.model_names:
+        served = ", ".join(state.model_names)
+        raise ModelNotFoundError(f"model {model!r} is not served here; available: {served}", param="model")
+
+
+def _error_response(exc: TetherError) -> JSONResponse:
+    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, QueueFullError) else None
+    return JSONResponse(anthropic_error(exc), status_code=exc.status, headers=headers)
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _fragments(arguments: str) -> list[str]:
+    return [arguments[i : i + FRAGMENT_CHARS] for i in range(0, len(arguments), FRAGMENT_CHARS)] or ["{}"]
+
+
+@router.post("/messages", response_model=None)
+async def messages(body: MessagesRequest, request: Request) -> JSONResponse | StreamingResponse:
+    """Anthropic Messages API; ``anthropic-version``/``anthropic-beta`` headers and query strings are accepted."""
+    state = _state(request)
+    msg_id = "msg_" + request.state.request_id
+    try:
+        _check_model(state, body.model)
+        job = job_from_anthropic(
+            body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
+        )
+        prepared = state.core.prepare(job)
+        events = state.core.run(prepared)
+        if not body.stream:
+            return JSONResponse(await _collect(events, msg_id, body.model))
+        try:
+            # Pull the first event before answering, so a full queue is still a 429 (which SDKs retry).
+            first = await anext(events)
+        except BaseException:
+            await events.aclose()  # type: ignore[attr-defined]
+            raise
+    except TetherError as exc:
+        return _error_response(exc)
+    start_usage = {
+        "input_tokens": len(prepared.prompt_ids),
+        "output_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
+    return StreamingResponse(
+        _stream(first, events, msg_id, body.model, start_usage),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post("/messages/count_tokens", response_model=None)
+async def count_tokens(body: CountTokensRequest, request: Request) -> JSONResponse:
+    """Prompt tokens of a request, as the model would see it (tools included); counts past the window too."""
+    state = _state(request)
+    try:
+        _check_model(state, body.model)
+        job = job_from_anthropic(
+            body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
+        )
+        try:
+            n = len(state.core.prepare(job).prompt_ids)
+        except ContextOverflowError as exc:
+            n = exc.prompt_tokens
+    except TetherError as exc:
+        return _error_response(exc)
+    return JSONResponse({"input_tokens": n})
+
+
+def _message(msg_id: str, model: str, content: list[dict[str, Any]], usage: dict[str, int]) -> dict[str, Any]:
+    return {
+        "id": msg_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
+async def _collect(events: AsyncIterator[CoreEvent], msg_id: str, model: str) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    finish: FinishOut | None = None
+    async for ev in events:
+        if isinstance(ev, TextOut):
+            if content and content[-1]["type"] == "text":
+                content[-1]["text"] += ev.text
+            else:
+                content.append({"type": "text", "text": ev.text})
+        elif isinstance(ev, CallOut):
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": tool_use_id(ev.id),
+                    "name": ev.name,
+                    "input": json.loads(ev.arguments),
+                }
+            )
+        else:
+            finish = ev
+    assert finish is not None
+    body = _message(msg_id, model, content, usage_body(finish.usage))
+    body["stop_reason"], body["stop_sequence"] = stop_fields(finish)
+    if finish.interventions:
+        body["tether"] = {"interventions": list(finish.interventions)}
+    return body
+
+
+class _Blocks:
+    """Numbers content blocks and keeps at most one open, emitting start/stop events around them."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.open: str | None = None
+        self.pinged = False
+
+    def start(self, block: dict[str, Any]) -> list[bytes]:
+        out = self.stop()
+        self.index += 1
+        self.open = str(block["type"])
+        out.append(
+            _event(
+                "content_block_start",
+                {"type": "content_block_start", "index": self.index, "content_block": block},
+            )
+        )
+        if not self.pinged:
+            self.pinged = True
+            out.append(_event("ping", {"type": "ping"}))
+        return out
+
+    def delta(self, delta: dict[str, Any]) -> bytes:
+        return _event(
+            "content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta}
+        )
+
+    def stop(self) -> list[bytes]:
+        if self.open is None:
+            return []
+        self.open = None
+        return [_event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
+
+
+async def _stream(
+    first: CoreEvent,
+    events: AsyncIterator[CoreEvent],
+    msg_id: str,
+    model: str,
+    start_usage: dict[str, int],
+) -> AsyncIterator[bytes]:
+    blocks = _Blocks()
+    yield _event(
+        "message_start", {"type": "message_start", "message": _message(msg_id, model, [], start_usage)}
+    )
+    try:
+        ev: CoreEvent | None = first
+        while ev is not None:
+            for chunk in _translate(ev, blocks):
+                yield chunk
+            ev = None if isinstance(ev, FinishOut) else await anext(events, None)
+    except TetherError as exc:
+        yield _event("error", anthropic_error(exc))
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+def _translate(ev: CoreEvent, blocks: _Blocks) -> list[bytes]:
+    if isinstance(ev, TextOut):
+        out = blocks.start({"type": "text", "text": ""}) if blocks.open != "text" else []
+        out.append(blocks.delta({"type": "text_delta", "text": ev.text}))
+        return out
+    if isinstance(ev, CallOut):
+        out = blocks.start({"type": "tool_use", "id": tool_use_id(ev.id), "name": ev.name, "input": {}})
+        out += [
+            blocks.delta({"type": "input_json_delta", "partial_json": p}) for p in _fragments(ev.arguments)
+        ]
+        return out + blocks.stop()
+    out = blocks.stop()
+    reason, sequence = stop_fields(ev)
+    delta: dict[str, Any] = {
+        "type": "message_delta",
+        "delta": {"stop_reason": reason, "stop_sequence": sequence},
+        "usage": usage_body(ev.usage),
+    }
+    if ev.interventions:
+        delta["tether"] = {"interventions": list(ev.interventions)}
+    out.append(_event("message_delta", delta))
+    out.append(_event("message_stop", {"type": "message_stop"}))
+    return out

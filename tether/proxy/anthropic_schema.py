@@ -1,0 +1,81 @@
+"""Pydantic models for Anthropic Messages API request bodies (``/v1/messages``, ``count_tokens``).
+
+Unknown fields are ignored (clients send ``metadata``, ``thinking``, ``cache_control``
+and more); content blocks stay plain dicts here and are read, or refused with a
+400 naming the block, by :mod:`tether.proxy.anthropic_convert`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tether.proxy.openai_schema import TetherOptions
+
+__all__ = [
+    "AnthropicMessageIn",
+    "AnthropicTool",
+    "AnthropicToolChoice",
+    "CountTokensRequest",
+    "MessagesRequest",
+]
+
+MAX_STOP_SEQUENCES = 16
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class AnthropicMessageIn(_Loose):
+    """One turn: ``content`` is a string or a list of content blocks (``text``, ``tool_use``, …)."""
+
+    role: Literal["user", "assistant"]
+    content: str | list[dict[str, Any]]
+
+
+class AnthropicTool(_Loose):
+    """A client tool. Server tools (``type`` such as ``web_search_20250305``) are refused later."""
+
+    name: str = Field(min_length=1, max_length=256)
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    type: str | None = None
+
+
+class AnthropicToolChoice(_Loose):
+    type: Literal["auto", "any", "none", "tool"]
+    name: str | None = None
+    disable_parallel_tool_use: bool = False
+
+
+class CountTokensRequest(_Loose):
+    """The body of ``/v1/messages/count_tokens``: a messages request without sampling settings."""
+
+    model: str
+    messages: list[AnthropicMessageIn] = Field(min_length=1)
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[AnthropicTool] | None = None
+    tool_choice: AnthropicToolChoice | None = None
+    tether: TetherOptions | None = None
+
+
+class MessagesRequest(CountTokensRequest):
+    """The body of ``/v1/messages``; ``max_tokens`` is required, as in Anthropic's API."""
+
+    max_tokens: int = Field(ge=1)
+    stream: bool = False
+    stop_sequences: list[str] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=1)
+
+    @field_validator("stop_sequences")
+    @classmethod
+    def _stops(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(value) > MAX_STOP_SEQUENCES:
+            raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences")
+        if value is not None and any(not s for s in value):
+            raise ValueError("stop sequences must not be empty")
+        return value

@@ -1,0 +1,244 @@
+"""The serving path's guardrails after sampling: rescue policy, name resolution, re-pick, argument checks.
+
+Runs once per reply, after the main generation has released its slot, so the
+extra constrained generations (layer-2 re-pick, argument repair) can use the
+same engine. The rule: a wrong guess is worse than no guess — a name that does
+not resolve to an offered tool is never dispatched; the client is told instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import structlog
+
+from tether.chat import Message
+from tether.config import ConstrainMode
+from tether.engine.base import SamplingParams, Token
+from tether.engine.prompt import build_prompt
+from tether.engine.scheduler import Scheduler
+from tether.engine.template import ChatTemplate
+from tether.grammar.formats.base import ParsedCall, ToolSpec
+from tether.grammar.provider import ConstraintProvider
+from tether.guardrails import GuardrailStats, Intervention, check_arguments, resolve_name, unknown_tool_text
+from tether.guardrails.policy import invalid_arguments_text
+
+__all__ = ["PRESETS", "CallGuard", "GuardConfig", "GuardOutcome", "PresetName"]
+
+log = structlog.get_logger(__name__)
+
+PresetName = Literal["bare", "names", "resolve", "rescue", "full", "strict"]
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """Which guardrails run. ``constrain`` is layer 0 (in the sampler); the rest run after sampling."""
+
+    constrain: ConstrainMode = "names"
+    rescue: bool = True
+    resolve: bool = True
+    repick: bool = True
+    validate: bool = True
+    repair: bool = True
+
+
+# Ablation presets, each adding one layer to the previous (the eval CLI names them the same way).
+PRESETS: dict[str, GuardConfig] = {
+    "bare": GuardConfig("off", rescue=False, resolve=False, repick=False, validate=False, repair=False),
+    "names": GuardConfig("names", rescue=False, resolve=False, repick=False, validate=False, repair=False),
+    "resolve": GuardConfig("names", rescue=False, resolve=True, repick=True, validate=False, repair=False),
+    "rescue": GuardConfig("names", rescue=True, resolve=True, repick=True, validate=False, repair=False),
+    "full": GuardConfig("names"),
+    "strict": GuardConfig("strict"),
+}
+
+
+@dataclass(frozen=True)
+class FixedCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GuardOutcome:
+    calls: tuple[FixedCall, ...]
+    text: str
+    interventions: tuple[Intervention, ...]
+
+
+class CallGuard:
+    """Post-sampling checks for one model; shares the scheduler and the constraint provider."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        template: ChatTemplate,
+        provider: ConstraintProvider | None,
+        stats: GuardrailStats | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.engine = scheduler.engines[0]
+        self.template = template
+        self.provider = provider
+        self.stats = stats or GuardrailStats()
+
+    async def fix(
+        self,
+        config: GuardConfig,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        calls: Sequence[ParsedCall],
+        *,
+        priority: int = 0,
+    ) -> GuardOutcome:
+        by_name = {t.name: t for t in tools}
+        names = [t.name for t in tools]
+        out: list[FixedCall] = []
+        notes: list[Intervention] = []
+        text: list[str] = []
+        for call in calls:
+            if call.repairs and not config.rescue:
+                notes.append(
+                    Intervention("rescue_disabled", f"call needed {', '.join(call.repairs)}", call.name)
+                )
+                text.append(call.raw)
+                continue
+            if call.repairs:
+                notes.append(Intervention("rescued", ", ".join(call.repairs), call.name, call.raw or None))
+            name: str | None = call.name if call.name in by_name else None
+            if name is None and config.resolve:
+                res = resolve_name(call.name, names)
+                if res.name is not None:
+                    name = res.name
+                    notes.append(Intervention("name_resolved", f"{res.method} match", name, call.name, name))
+            if name is None and config.repick and self.provider is not None:
+                name = await self._repick(messages, tools, call, priority)
+                notes.append(
+                    Intervention(
+                        "repick",
+                        "constrained re-pick" if name else "re-pick found nothing",
+                        name,
+                        call.name,
+                        name,
+                    )
+                )
+            if name is None and not (config.resolve or config.repick):
+                out.append(FixedCall(call.name, dict(call.arguments)))  # no name guardrails: pass through as written
+                continue
+            if name is None:
+                notes.append(
+                    Intervention("name_unresolved", f"no offered tool matches {call.name!r}", None, call.name)
+                )
+                text.append(unknown_tool_text(call.name, names))
+                continue
+            args = dict(call.arguments)
+            if config.validate:
+                args, more = await self._arguments(messages, by_name[name], call, args, config, priority)
+                notes.extend(more)
+            out.append(FixedCall(name, args))
+        for note in notes:
+            self.stats.record(note)
+        return GuardOutcome(tuple(out), "\n".join(t for t in text if t), tuple(notes))
+
+    async def _arguments(
+        self,
+        messages: Sequence[Message],
+        tool: ToolSpec,
+        call: ParsedCall,
+        args: dict[str, Any],
+        config: GuardConfig,
+        priority: int,
+    ) -> tuple[dict[str, Any], list[Intervention]]:
+        notes: list[Intervention] = []
+        checked = check_arguments(args, tool.parameters, coerce=True)
+        if checked.coercions:
+            notes.append(
+                Intervention("args_coerced", "; ".join(checked.coercions), tool.name, args, checked.arguments)
+            )
+        if checked.ok:
+            return checked.arguments, notes
+        if config.repair and self.provider is not None:
+            repaired = await self._repair(messages, tool, call, checked.errors, priority)
+            if repaired is not None and check_arguments(repaired, tool.parameters, coerce=False).ok:
+                notes.append(
+                    Intervention(
+                        "args_repaired",
+                        "regenerated under the schema grammar",
+                        tool.name,
+                        checked.arguments,
+                        repaired,
+                    )
+                )
+                return repaired, notes
+        nudge = invalid_arguments_text(tool.name, checked.errors, schema=dict(tool.parameters))
+        notes.append(Intervention("args_invalid", nudge, tool.name, checked.arguments, None))
+        return checked.arguments, notes
+
+    async def _generate(self, prompt: str, processor_for: Any, max_tokens: int, priority: int) -> str:
+        ids = self.engine.tokenize(prompt, special=True)
+        if len(ids) + max_tokens >= self.engine.info.n_ctx:
+            return ""
+        processor = processor_for(len(ids))
+        parts: list[str] = []
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
+        gen = self.scheduler.generate(ids, params, logits_processor=processor, priority=priority)
+        try:
+            async for ev in gen:
+                if isinstance(ev, Token):
+                    parts.append(ev.text)
+        finally:
+            await gen.aclose()
+        return "".join(parts)
+
+    def _prompt(self, messages: Sequence[Message], call: ParsedCall, instruction: str) -> str:
+        shown = call.raw or json.dumps({"name": call.name, "arguments": dict(call.arguments)})
+        history = (*messages, Message("assistant", shown), Message("user", instruction))
+        from tether.grammar.formats import get_format
+
+        return build_prompt(self.template, get_format("generic"), history, ())
+
+    async def _repick(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], call: ParsedCall, priority: int
+    ) -> str | None:
+        assert self.provider is not None
+        provider = self.provider
+        listing = "\n".join(f"- {t.name}: {t.description}" for t in tools)
+        instruction = (
+            f"There is no tool named '{call.name}'. The available tools are:\n{listing}\n"
+            "Answer with the name of the one tool that should be called."
+        )
+        names = [t.name for t in tools]
+        prompt = self._prompt(messages, call, instruction)
+        picked = await self._generate(
+            prompt, lambda n: provider.name_choice(names, prompt_len=n), 32, priority
+        )
+        return picked if picked in names else None
+
+    async def _repair(
+        self, messages: Sequence[Message], tool: ToolSpec, call: ParsedCall, errors: Any, priority: int
+    ) -> dict[str, Any] | None:
+        assert self.provider is not None
+        provider = self.provider
+        instruction = (
+            invalid_arguments_text(tool.name, errors, schema=dict(tool.parameters))
+            + f"\nWrite only the corrected arguments for {tool.name} as one JSON object."
+        )
+        prompt = self._prompt(messages, call, instruction)
+        text = await self._generate(prompt, lambda n: provider.arguments(tool, prompt_len=n), 256, priority)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+def preset(name: str) -> GuardConfig:
+    """The named preset; unknown names raise ``KeyError`` (the request validator checks them first)."""
+    return PRESETS[name]
+
+
+def with_constrain(config: GuardConfig, constrain: ConstrainMode | None) -> GuardConfig:
+    return config if constrain is None else replace(config, constrain=constrain)
