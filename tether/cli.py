@@ -49,6 +49,16 @@ def serve(
         str, typer.Option(help="Guardrails: bare | names | resolve | rescue | full | strict.")
     ] = "full",
     model_alias: Annotated[list[str] | None, typer.Option(help="Extra model names to answer to.")] = None,
+    work_dir: Annotated[
+        str | None, typer.Option(help="Work dir for server-side tools (the only place they may write).")
+    ] = None,
+    server_tools: Annotated[
+        str | None,
+        typer.Option(help="Built-in tools the proxy runs itself, comma-separated, or 'all' (sandboxed)."),
+    ] = None,
+    permission: Annotated[
+        str, typer.Option(help="Server-side tool permissions: plan | ask | accept-edits | auto.")
+    ] = "plan",
     log_level: Annotated[str, typer.Option(help="debug | info | warning | error")] = "info",
 ) -> None:
     """Start the OpenAI-compatible server on an embedded llama.cpp engine."""
@@ -72,6 +82,9 @@ def serve(
             constrain=constrain,  # type: ignore[arg-type]
             preset=preset,  # type: ignore[arg-type]
             model_alias=model_alias or [],
+            work_dir=work_dir,
+            server_tools=[t.strip() for t in (server_tools or "").split(",") if t.strip()],
+            permission=permission,
         )
         config = settings.to_config()
     except ValidationError as exc:

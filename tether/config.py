@@ -40,6 +40,9 @@ class ServerConfig:
     default_temperature: float = 0.8
     default_max_tokens: int = 1024
     cors_origins: tuple[str, ...] = ("http://localhost", "http://127.0.0.1")
+    work_dir: str | None = None
+    server_tools: tuple[str, ...] = ()
+    permission: str = "plan"
 
 
 def is_loopback(host: str) -> bool:
@@ -71,9 +74,14 @@ class Settings(BaseSettings):
     max_body_mb: float = Field(default=8.0, gt=0)
     temperature: float = Field(default=0.8, ge=0, le=2)
     max_tokens: int = Field(default=1024, ge=1)
+    work_dir: str | None = None
+    server_tools: list[str] = Field(default_factory=list)
+    permission: str = "plan"
 
     def to_config(self) -> ServerConfig:
         """Validate cross-field rules and freeze."""
+        if self.server_tools and not self.work_dir:
+            raise ConfigError("--server-tools needs --work-dir: the directory the tools may touch")
         if not is_loopback(self.host) and not self.api_key:
             raise ConfigError(
                 f"refusing to bind {self.host} without an API key: pass --api-key (or TETHER_API_KEY), "
@@ -96,4 +104,7 @@ class Settings(BaseSettings):
             max_body_bytes=int(self.max_body_mb * 1024 * 1024),
             default_temperature=self.temperature,
             default_max_tokens=self.max_tokens,
+            work_dir=self.work_dir,
+            server_tools=tuple(self.server_tools),
+            permission=self.permission,
         )

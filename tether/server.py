@@ -12,7 +12,9 @@ from tether.config import ServerConfig
 from tether.engine.base import Engine
 from tether.engine.locate import bundled_model_path
 from tether.engine.scheduler import Scheduler
+from tether.errors import ConfigError
 from tether.proxy.app import create_app
+from tether.proxy.server_tools import ServerTools
 
 __all__ = ["build_app", "load_engines", "run_server"]
 
@@ -39,10 +41,36 @@ def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine
     return engines
 
 
+def server_tools(config: ServerConfig) -> ServerTools | None:
+    """The sandboxed built-ins the proxy runs itself, or None. Fails closed without bubblewrap."""
+    if not config.server_tools:
+        return None
+    from tether.sandbox import PermissionPolicy, SandboxConfig, SandboxExecutor, ToolBox
+    from tether.sandbox.builtin_tools import BuiltinTools
+
+    assert config.work_dir is not None
+    work_dir = Path(config.work_dir).resolve()
+    if not work_dir.is_dir():
+        raise ConfigError(f"--work-dir {work_dir} is not a directory")
+    executor = SandboxExecutor(SandboxConfig(work_dir=work_dir))
+    tools = BuiltinTools(work_dir, executor).tools()
+    wanted = set(config.server_tools)
+    known = {t.name for t in tools}
+    if "all" not in wanted and wanted - known:
+        raise ConfigError(
+            f"unknown server tool(s) {sorted(wanted - known)}; built-ins: {', '.join(sorted(known))}"
+        )
+    chosen = [t for t in tools if "all" in wanted or t.name in wanted]
+    policy = PermissionPolicy.from_settings(config.permission)
+    log.info("server_tools_enabled", tools=[t.name for t in chosen], permission=policy.mode.value)
+    return ServerTools(ToolBox(chosen, policy=policy))
+
+
 def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
+    tools = server_tools(config)
     engines = load_engines(config, progress=progress)
     scheduler = Scheduler(engines, queue_limit=config.queue_limit)
-    return create_app(config, scheduler)
+    return create_app(config, scheduler, server_tools=tools)
 
 
 def run_server(app: FastAPI, config: ServerConfig) -> None:

@@ -56,6 +56,15 @@ class JsonValue(Automaton):
             return b",}]" + bytes(_WS)
         if lex == "end":
             return ()
+        if isinstance(lex, tuple):
+            if isinstance(lex[0], bytes):
+                return (lex[0][lex[1]],)
+            return _HEX
+        if lex in ("str_esc", "key_esc"):
+            return bytes(_ESC) + b"u"
+        if lex in _NUMBER_LEX:
+            follow = b"" if lex not in _NUM_END else (b",}]" + bytes(_WS) if stack else b"")
+            return bytes(_DIGITS) + b".eE+-" + follow
         return None
 
     def step(self, state: State, byte: int) -> State | None:

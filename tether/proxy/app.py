@@ -27,6 +27,7 @@ from tether.proxy.core import ChatCore, ConstraintFactory, Prepared
 from tether.proxy.guard import PRESETS, CallGuard
 from tether.proxy.middleware import AuthMiddleware, BodyLimitMiddleware, RequestContextMiddleware
 from tether.proxy.openai_routes import router as openai_router
+from tether.proxy.server_tools import ServerTools
 from tether.proxy.state import AppState
 
 __all__ = ["create_app", "tool_constraint_factory"]
@@ -73,6 +74,7 @@ def create_app(
     scheduler: Scheduler,
     *,
     constraint_factory: ConstraintFactory | None = None,
+    server_tools: ServerTools | None = None,
 ) -> FastAPI:
     """Build the app around an already-loaded scheduler (the CLI loads the engines)."""
     info = scheduler.engines[0].info
@@ -97,7 +99,9 @@ def create_app(
         scheduler.close()
 
     app = FastAPI(title="tether", version="0.1.0", lifespan=lifespan)
-    app.state.tether = AppState(config=config, scheduler=scheduler, core=core, default_guard=default_guard)
+    app.state.tether = AppState(
+        config=config, scheduler=scheduler, core=core, default_guard=default_guard, server_tools=server_tools
+    )
     app.include_router(openai_router)
     app.include_router(anthropic_router)
 

@@ -126,7 +126,9 @@ class CallGuard:
                     )
                 )
             if name is None and not (config.resolve or config.repick):
-                out.append(FixedCall(call.name, dict(call.arguments)))  # no name guardrails: pass through as written
+                out.append(
+                    FixedCall(call.name, dict(call.arguments))
+                )  # no name guardrails: pass through as written
                 continue
             if name is None:
                 notes.append(

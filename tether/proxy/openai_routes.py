@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from tether.engine.base import SamplingParams
 from tether.errors import ModelNotFoundError, TetherError
 from tether.proxy.convert import job_from_openai
-from tether.proxy.core import CallOut, ChatCore, ChatJob, CoreEvent, FinishOut, TextOut, Usage
+from tether.proxy.core import CallOut, ChatJob, CoreEvent, FinishOut, TextOut, Usage
 from tether.proxy.guard import PRESETS
 from tether.proxy.openai_schema import ChatCompletionRequest, CompletionRequest
 from tether.proxy.state import AppState
@@ -61,26 +61,26 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> JSO
     job = job_from_openai(
         body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
     )
-    prepared = state.core.prepare(job)
+    events = state.start(job)
     rid = "chatcmpl-" + request.state.request_id
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
-            _stream_chat(state.core.run(prepared), rid, created, body.model, include_usage),
+            _stream_chat(events, rid, created, body.model, include_usage),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    return JSONResponse(await _collect_chat(state.core, job, prepared, rid, created, body.model))
+    return JSONResponse(await _collect_chat(events, rid, created, body.model))
 
 
 async def _collect_chat(
-    core: ChatCore, job: ChatJob, prepared: Any, rid: str, created: int, model: str
+    events: AsyncIterator[CoreEvent], rid: str, created: int, model: str
 ) -> dict[str, Any]:
     text: list[str] = []
     calls: list[CallOut] = []
     finish: FinishOut | None = None
-    async for ev in core.run(prepared):
+    async for ev in events:
         if isinstance(ev, TextOut):
             text.append(ev.text)
         elif isinstance(ev, CallOut):

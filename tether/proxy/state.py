@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tether.config import ServerConfig
 from tether.engine.scheduler import Scheduler
-from tether.proxy.core import ChatCore
+from tether.proxy.core import ChatCore, ChatJob, CoreEvent
 from tether.proxy.guard import GuardConfig
+from tether.proxy.server_tools import ServerTools
 
 __all__ = ["AppState"]
 
@@ -21,7 +23,15 @@ class AppState:
     scheduler: Scheduler
     core: ChatCore
     default_guard: GuardConfig
+    server_tools: ServerTools | None = None
     started: float = field(default_factory=time.time)
+
+    def start(self, job: ChatJob) -> AsyncIterator[CoreEvent]:
+        """Prepare now (errors become HTTP statuses before any byte is sent) and return the event stream."""
+        if self.server_tools is None:
+            return self.core.run(self.core.prepare(job))
+        first = self.core.prepare(self.server_tools.offer(job))
+        return self.server_tools.run(self.core, first, [t.name for t in job.tools])
 
     @property
     def model_id(self) -> str:
@@ -49,5 +59,6 @@ class AppState:
                 "preset": self.config.preset,
                 "slots": len(self.scheduler.engines),
                 "chat_template_tools": self.core.template.supports_tools,
+                "server_tools": sorted(self.server_tools.names) if self.server_tools else [],
             },
         }
