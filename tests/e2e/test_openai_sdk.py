@@ -104,3 +104,23 @@ def test_streamed_tool_call_has_id_and_name_first(server: str) -> None:
         first = parts[0]
         assert first.id and first.id.startswith("call_") and first.function.name == "get_weather"
         json.loads("".join(p.function.arguments or "" for p in parts))
+
+
+def test_guardrails_wrap_around_the_running_proxy(server: str) -> None:
+    """``tether.wrap`` on the official client, against the real server (bare preset: the client guards)."""
+    import tether
+
+    client = tether.wrap(OpenAI(base_url=server, api_key="unused"))
+    response = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "What is the weather in Oslo?"}],
+        tools=TOOLS,
+        tool_choice="required",
+        temperature=0,
+        max_tokens=80,
+        extra_body={"tether": {"preset": "strict"}},
+    )
+    choice = response.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert all(c.function.name == "get_weather" for c in choice.message.tool_calls or [])
+    json.loads(choice.message.tool_calls[0].function.arguments)

@@ -34,6 +34,12 @@ class ConstraintProvider:
         self.max_plans = max_plans
 
     @property
+    def regexes(self) -> RegexCompiler:
+        _ = self.vocab
+        assert self._regexes is not None
+        return self._regexes
+
+    @property
     def vocab(self) -> TokenVocab:
         with self._lock:
             if self._vocab is None:
@@ -47,8 +53,6 @@ class ConstraintProvider:
     def plan(
         self, fmt: ToolCallFormat, tools: Sequence[ToolSpec], mode: Mode, *, required: bool, parallel: bool
     ) -> tuple[ConstraintPlan, MaskCache]:
-        vocab = self.vocab
-        assert self._regexes is not None
         key = (
             fmt.name,
             tuple((t.name, json.dumps(t.parameters, sort_keys=True)) for t in tools),
@@ -56,18 +60,10 @@ class ConstraintProvider:
             required,
             parallel,
         )
-        with self._lock:
-            hit = self._plans.get(key)
-            if hit is not None:
-                self._plans.move_to_end(key)
-                return hit
-        plan = build_plan(fmt, tools, mode, self._regexes, required=required, parallel=parallel)
-        entry = (plan, MaskCache(plan.automaton, vocab))
-        with self._lock:
-            self._plans[key] = entry
-            while len(self._plans) > self.max_plans:
-                self._plans.popitem(last=False)
-        return entry
+        regexes = self.regexes
+        return self._cached(
+            key, lambda: build_plan(fmt, tools, mode, regexes, required=required, parallel=parallel)
+        )
 
     def constraint(
         self,
@@ -105,9 +101,7 @@ class ConstraintProvider:
 
     def arguments(self, tool: ToolSpec, *, prompt_len: int) -> ToolConstraint:
         """Argument repair: the reply must be one arguments object valid for ``tool``."""
-        assert self._regexes is not None or self.vocab is not None
-        regexes = self._regexes
-        assert regexes is not None
+        regexes = self.regexes
         key = ("schema", tool.name, json.dumps(tool.parameters, sort_keys=True))
         plan, masks = self._cached(key, lambda: schema_plan(tool, regexes))
         return ToolConstraint(plan, self.vocab, masks, prompt_len)
