@@ -1,5 +1,5 @@
 # tether developer commands. `make serve` and `make test` work on a fresh machine.
-.PHONY: setup serve test test-fast lint bench eval clean
+.PHONY: setup serve test test-fast test-clients lint bench eval clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -16,7 +16,12 @@ lint: setup
 	$(VENV)/bin/mypy
 
 test: setup lint
-	$(VENV)/bin/pytest -W error -q $(ARGS)
+	$(VENV)/bin/pytest -W error -q -m "not clients" $(ARGS)
+
+# Real coding clients (opencode, Continue CLI, aider) against tether serve; installs them first.
+test-clients: setup
+	scripts/install_clients.sh
+	$(VENV)/bin/pytest -W error -q -m clients tests/clients -rA $(ARGS)
 
 test-fast:
 	$(VENV)/bin/pytest -W error -q -m "not model and not e2e" $(ARGS)

@@ -38,7 +38,7 @@ class ServerConfig:
     preset: str = "full"
     max_body_bytes: int = 8 * 1024 * 1024
     default_temperature: float = 0.8
-    default_max_tokens: int = 1024
+    default_max_tokens: int | None = None
     cors_origins: tuple[str, ...] = ("http://localhost", "http://127.0.0.1")
     work_dir: str | None = None
     server_tools: tuple[str, ...] = ()
@@ -73,7 +73,7 @@ class Settings(BaseSettings):
     preset: Literal["bare", "names", "resolve", "rescue", "full", "strict"] = "full"
     max_body_mb: float = Field(default=8.0, gt=0)
     temperature: float = Field(default=0.8, ge=0, le=2)
-    max_tokens: int = Field(default=1024, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
     work_dir: str | None = None
     server_tools: list[str] = Field(default_factory=list)
     permission: str = "plan"

@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "EngineError",
+    "FixedPromptTooLargeError",
     "FormatError",
     "InvalidRequestError",
     "ModelNotFoundError",
@@ -65,15 +66,33 @@ class ContextOverflowError(InvalidRequestError):
 
     code = "context_length_exceeded"
 
-    def __init__(self, prompt_tokens: int, n_ctx: int, *, max_tokens: int | None = None) -> None:
-        wanted = f" plus max_tokens {max_tokens}" if max_tokens else ""
+    def __init__(self, prompt_tokens: int, n_ctx: int) -> None:
         super().__init__(
             f"This model's maximum context length is {n_ctx} tokens, but the request has "
-            f"{prompt_tokens} prompt tokens{wanted}: context length exceeded. "
-            "Shorten the messages or reduce max_tokens.",
+            f"{prompt_tokens} prompt tokens: context length exceeded. Shorten the messages.",
             param="messages",
         )
         self.prompt_tokens = prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class FixedPromptTooLargeError(InvalidRequestError):
+    """The system prompt and tool definitions alone do not fit: dropping history cannot help.
+
+    Worded apart from the usual overflow message on purpose: clients that compact and retry on
+    overflow (opencode) would otherwise retry forever.
+    """
+
+    code = "system_prompt_too_large"
+
+    def __init__(self, fixed_tokens: int, n_ctx: int) -> None:
+        super().__init__(
+            f"The system prompt and tool definitions alone take {fixed_tokens} tokens and this model's "
+            f"window is {n_ctx} tokens, so no conversation fits. Serve a model with a larger window "
+            "(tether serve --ctx) or offer fewer tools.",
+            param="tools",
+        )
+        self.fixed_tokens = fixed_tokens
         self.n_ctx = n_ctx
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from tether.errors import ContextOverflowError, ModelNotFoundError, QueueFullError, TetherError
+from tether.errors import ModelNotFoundError, QueueFullError, TetherError
 from tether.proxy.anthropic_convert import (
     AnthropicErrorMiddleware,
     anthropic_error,
@@ -111,10 +111,7 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> JSONRespon
         job = job_from_anthropic(
             body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
         )
-        try:
-            n = len(state.core.prepare(job).prompt_ids)
-        except ContextOverflowError as exc:
-            n = exc.prompt_tokens
+        n = state.core.count_tokens(job)
     except TetherError as exc:
         return _error_response(exc)
     return JSONResponse({"input_tokens": n})

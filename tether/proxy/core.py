@@ -23,7 +23,7 @@ from tether.engine.prompt import build_prompt
 from tether.engine.scheduler import Scheduler
 from tether.engine.stops import StopMatcher
 from tether.engine.template import ChatTemplate
-from tether.errors import ContextOverflowError, InvalidRequestError
+from tether.errors import ContextOverflowError, FixedPromptTooLargeError, InvalidRequestError
 from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
 from tether.grammar.formats.base import ParsedCall, ToolCallFormat, ToolSpec
 from tether.guardrails import Intervention
@@ -40,6 +40,7 @@ __all__ = [
     "ToolChoice",
     "Usage",
     "new_call_id",
+    "prime",
 ]
 
 log = structlog.get_logger(__name__)
@@ -126,7 +127,7 @@ class ChatCore:
         scheduler: Scheduler,
         fmt: ToolCallFormat,
         *,
-        default_max_tokens: int = 1024,
+        default_max_tokens: int | None = None,
         constraint_factory: ConstraintFactory | None = None,
         guard: CallGuard | None = None,
     ) -> None:
@@ -154,6 +155,16 @@ class ChatCore:
             return chosen
         return job.tools
 
+    def _prompt_ids(self, job: ChatJob, tools: tuple[ToolSpec, ...]) -> tuple[int, ...]:
+        messages = _with_json_instruction(job.messages) if job.json_mode else job.messages
+        return tuple(
+            self.engine.tokenize(build_prompt(self.template, self.fmt, messages, tools), special=True)
+        )
+
+    def count_tokens(self, job: ChatJob) -> int:
+        """Prompt tokens of ``job`` as the model would see them (tools included), even past the window."""
+        return len(self._prompt_ids(job, self._offered(job)))
+
     def prepare(self, job: ChatJob) -> Prepared:
         """Render and tokenize; raise ``ContextOverflowError`` only when the prompt itself does not fit."""
         tools = self._offered(job)
@@ -161,7 +172,15 @@ class ChatCore:
         if job.json_mode:
             messages = _with_json_instruction(messages)
         text = build_prompt(self.template, self.fmt, messages, tools)
-        return self._budget(job, tools, tuple(self.engine.tokenize(text, special=True)))
+        ids = tuple(self.engine.tokenize(text, special=True))
+        if len(ids) >= self.info.n_ctx:
+            fixed = [m for m in messages if m.role == "system"]
+            fixed_ids = self.engine.tokenize(
+                build_prompt(self.template, self.fmt, fixed, tools), special=True
+            )
+            if len(fixed_ids) >= self.info.n_ctx:
+                raise FixedPromptTooLargeError(len(fixed_ids), self.info.n_ctx)
+        return self._budget(job, tools, ids)
 
     def prepare_raw(self, job: ChatJob, prompt: str) -> Prepared:
         """A plain-text completion: no template, no tools."""
@@ -170,9 +189,11 @@ class ChatCore:
     def _budget(self, job: ChatJob, tools: tuple[ToolSpec, ...], ids: tuple[int, ...]) -> Prepared:
         n_ctx = self.info.n_ctx
         if len(ids) >= n_ctx:
-            raise ContextOverflowError(len(ids), n_ctx, max_tokens=job.max_tokens_requested)
-        wanted = job.max_tokens_requested or self.default_max_tokens
-        params = replace(job.params, max_tokens=max(1, min(wanted, n_ctx - len(ids))))
+            raise ContextOverflowError(len(ids), n_ctx)
+        room = n_ctx - len(ids)
+        # No max_tokens means "up to the window", as OpenAI and llama-server do (aider raises on "length").
+        wanted = job.max_tokens_requested or self.default_max_tokens or room
+        params = replace(job.params, max_tokens=max(1, min(wanted, room)))
         return Prepared(job=job, fmt=self.fmt, tools=tools, prompt_ids=ids, params=params)
 
     async def run(self, prepared: Prepared) -> AsyncIterator[CoreEvent]:
@@ -268,6 +289,24 @@ class ChatCore:
             for i, (name, args) in enumerate(fixed)
         ]
         return outs, notes, extra
+
+
+async def prime(events: AsyncIterator[CoreEvent]) -> AsyncIterator[CoreEvent]:
+    """Pull the first event now, so errors that happen before it (a full queue: 429) keep their status.
+
+    Returns a stream that yields that event and then the rest.
+    """
+    first = await anext(events)
+
+    async def replay() -> AsyncIterator[CoreEvent]:
+        try:
+            yield first
+            async for ev in events:
+                yield ev
+        finally:
+            await events.aclose()  # type: ignore[attr-defined]
+
+    return replay()
 
 
 def _text_events(events: Sequence[object], calls: list[ParsedCall]) -> list[CoreEvent]:

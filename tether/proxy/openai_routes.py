@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from tether.engine.base import SamplingParams
 from tether.errors import ModelNotFoundError, TetherError
 from tether.proxy.convert import job_from_openai
-from tether.proxy.core import CallOut, ChatJob, CoreEvent, FinishOut, TextOut, Usage
+from tether.proxy.core import CallOut, ChatJob, CoreEvent, FinishOut, TextOut, Usage, prime
 from tether.proxy.guard import PRESETS
 from tether.proxy.openai_schema import ChatCompletionRequest, CompletionRequest
 from tether.proxy.state import AppState
@@ -67,7 +67,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> JSO
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
-            _stream_chat(events, rid, created, body.model, include_usage),
+            _stream_chat(await prime(events), rid, created, body.model, include_usage),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

@@ -136,8 +136,10 @@ async def test_engine_failure_is_500_and_server_survives(scripted) -> None:
     r = await client.post("/v1/chat/completions", json=body)
     assert r.status_code == 500
     assert_openai_error(r.json(), "engine_error")
+    # Streaming too: the first event is pulled before the response starts, so the status is real.
     streamed = await client.post("/v1/chat/completions", json={**body, "stream": True})
-    assert '"engine_error"' in streamed.text and "[DONE]" in streamed.text
+    assert streamed.status_code == 500
+    assert_openai_error(streamed.json(), "engine_error")
     assert (await client.get("/health")).status_code == 200
 
 
@@ -161,3 +163,31 @@ async def test_auth_required_when_key_set(scripted) -> None:
     r = await client.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer s3cret"})
     assert r.status_code == 200
     assert (await client.get("/health")).status_code == 200
+
+
+async def test_unfittable_system_prompt_is_not_worded_as_an_overflow(scripted) -> None:
+    """Compaction cannot help when system + tools alone overflow: clients that compact on overflow
+    wording (opencode) must get a different error instead of looping."""
+    client, _ = scripted(engines=[ScriptedEngine(["x"], n_ctx=300)])
+    body = {
+        "model": "scripted",
+        "messages": [{"role": "system", "content": "rule " * 100}, {"role": "user", "content": "hi"}],
+    }
+    r = await client.post("/v1/chat/completions", json=body)
+    assert r.status_code == 400
+    err = assert_openai_error(r.json(), "system_prompt_too_large")
+    message = str(err["message"]).lower()
+    assert "context length exceeded" not in message and "too long" not in message
+    assert "300" in message
+
+
+async def test_streaming_request_with_a_full_queue_is_still_429(scripted) -> None:
+    engine = ScriptedEngine(["slow reply"], pause_after=1)
+    client, _ = scripted(engines=[engine], queue_limit=0)
+    body = {"model": "scripted", "messages": [{"role": "user", "content": "x"}]}
+    first = asyncio.create_task(client.post("/v1/chat/completions", json=body))
+    await asyncio.to_thread(engine.paused.wait, 5)
+    r = await client.post("/v1/chat/completions", json={**body, "stream": True})
+    assert r.status_code == 429 and r.headers["retry-after"] == "1"
+    engine.resume.set()
+    assert (await first).status_code == 200
