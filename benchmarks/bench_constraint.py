@@ -18,12 +18,12 @@ from typing import Any
 
 import llama_cpp
 
+from tether.chat import Message
 from tether.engine.base import SamplingParams, Token
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.locate import bundled_model_path
 from tether.engine.prompt import build_prompt
 from tether.engine.template import ChatTemplate
-from tether.chat import Message
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.provider import ConstraintProvider
@@ -75,7 +75,9 @@ def gbnf_rate(engine: LlamaCppEngine, ids: list[int], tokens: int) -> float:
 
 def mask_build(engine: LlamaCppEngine, count: int) -> tuple[float, int, int]:
     rng = random.Random(count)
-    words = ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 8))) for _ in range(400)]
+    words = [
+        "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 8))) for _ in range(400)
+    ]
     names = sorted({f"{rng.choice(words)}_{rng.choice(words)}" for _ in range(count * 2)})[:count]
     tools = [ToolSpec(n) for n in names]
     provider = ConstraintProvider(engine)
@@ -99,12 +101,21 @@ def main() -> None:
     engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096)
     template = ChatTemplate(engine.info.chat_template)
     fmt = get_format("generic")
-    msgs = (Message("user", "Search the src folder for TODO markers, case sensitive, at most 50 results, full mode."),)
+    msgs = (
+        Message(
+            "user", "Search the src folder for TODO markers, case sensitive, at most 50 results, full mode."
+        ),
+    )
     ids = engine.tokenize(build_prompt(template, fmt, msgs, TOOLS))
     provider = ConstraintProvider(engine)
     rates: dict[str, list[float]] = {"off": [], "names": [], "strict": [], "gbnf": []}
     for mode in ("names", "strict"):  # warm the mask caches (first request pays them)
-        timed(engine, ids, args.tokens, provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True))
+        timed(
+            engine,
+            ids,
+            args.tokens,
+            provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True),
+        )
     for _ in range(args.rounds):
         rates["off"].append(timed(engine, ids, args.tokens))
         for mode in ("names", "strict"):
@@ -118,7 +129,9 @@ def main() -> None:
         print(f"{mode:<10}{med:>10.1f}{med / base:>10.3f}")
     for count in (10, 100, 1000):
         seconds, states, nbytes = mask_build(engine, count)
-        print(f"mask build: {count:>5} tools  {seconds * 1000:8.1f} ms  {states} states  {nbytes / 1024:.0f} KiB")
+        print(
+            f"mask build: {count:>5} tools  {seconds * 1000:8.1f} ms  {states} states  {nbytes / 1024:.0f} KiB"
+        )
 
 
 if __name__ == "__main__":

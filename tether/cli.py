@@ -59,6 +59,14 @@ def serve(
     permission: Annotated[
         str, typer.Option(help="Server-side tool permissions: plan | ask | accept-edits | auto.")
     ] = "plan",
+    workflow: Annotated[
+        list[str] | None,
+        typer.Option(help="Workflow file (YAML/TOML) clients can attach to a session; repeatable."),
+    ] = None,
+    compaction: Annotated[
+        bool, typer.Option(help="Compact conversations that do not fit the window (off: the client owns it).")
+    ] = False,
+    preempt: Annotated[bool, typer.Option(help="Let higher-priority requests preempt running ones.")] = False,
     log_level: Annotated[str, typer.Option(help="debug | info | warning | error")] = "info",
 ) -> None:
     """Start the OpenAI-compatible server on an embedded llama.cpp engine."""
@@ -85,6 +93,9 @@ def serve(
             work_dir=work_dir,
             server_tools=[t.strip() for t in (server_tools or "").split(",") if t.strip()],
             permission=permission,
+            workflow=workflow or [],
+            compaction=compaction,
+            preempt=preempt,
         )
         config = settings.to_config()
     except ValidationError as exc:

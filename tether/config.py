@@ -43,6 +43,11 @@ class ServerConfig:
     work_dir: str | None = None
     server_tools: tuple[str, ...] = ()
     permission: str = "plan"
+    workflows: tuple[str, ...] = ()
+    session_ttl_s: float = 3600.0
+    max_sessions: int = 1024
+    compaction: bool = False
+    preempt: bool = False
 
 
 def is_loopback(host: str) -> bool:
@@ -77,6 +82,11 @@ class Settings(BaseSettings):
     work_dir: str | None = None
     server_tools: list[str] = Field(default_factory=list)
     permission: str = "plan"
+    workflow: list[str] = Field(default_factory=list)
+    session_ttl_s: float = Field(default=3600.0, gt=0)
+    max_sessions: int = Field(default=1024, ge=1)
+    compaction: bool = False
+    preempt: bool = False
 
     def to_config(self) -> ServerConfig:
         """Validate cross-field rules and freeze."""
@@ -107,4 +117,9 @@ class Settings(BaseSettings):
             work_dir=self.work_dir,
             server_tools=tuple(self.server_tools),
             permission=self.permission,
+            workflows=tuple(self.workflow),
+            session_ttl_s=self.session_ttl_s,
+            max_sessions=self.max_sessions,
+            compaction=self.compaction,
+            preempt=self.preempt,
         )

@@ -28,7 +28,12 @@ def configure_logging(level: str = "info", *, json_output: bool | None = None) -
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        # Look sys.stderr up per logger, not once: a replaced or closed stream must not break logging.
+        logger_factory=_stderr_logger,
+        cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=numeric, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _stderr_logger(*_: object) -> structlog.PrintLogger:
+    return structlog.PrintLogger(file=sys.stderr)

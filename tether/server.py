@@ -69,7 +69,7 @@ def server_tools(config: ServerConfig) -> ServerTools | None:
 def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
     tools = server_tools(config)
     engines = load_engines(config, progress=progress)
-    scheduler = Scheduler(engines, queue_limit=config.queue_limit)
+    scheduler = Scheduler(engines, queue_limit=config.queue_limit, preempt=config.preempt)
     return create_app(config, scheduler, server_tools=tools)
 
 

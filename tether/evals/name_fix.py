@@ -26,15 +26,30 @@ from tether.grammar.provider import ConstraintProvider
 __all__ = ["CASES", "FEW_SHOT", "PREFILL", "TOOLS", "NameFixResult", "run_name_fix"]
 
 TOOLS = (
-    ToolSpec("read_file", "Read a text file from the workspace.",
-             {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-    ToolSpec("run_command", "Run a shell command in the workspace.",
-             {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
-    ToolSpec("list_dir", "List the entries of a directory.",
-             {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-    ToolSpec("write_file", "Write text to a file.",
-             {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
-              "required": ["path", "content"]}),
+    ToolSpec(
+        "read_file",
+        "Read a text file from the workspace.",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    ),
+    ToolSpec(
+        "run_command",
+        "Run a shell command in the workspace.",
+        {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    ),
+    ToolSpec(
+        "list_dir",
+        "List the entries of a directory.",
+        {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    ),
+    ToolSpec(
+        "write_file",
+        "Write text to a file.",
+        {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+        },
+    ),
 )
 
 FEW_SHOT = (
@@ -45,8 +60,18 @@ FEW_SHOT = (
     'User: save hi to a.txt\nAssistant: {"tool_calls": [{"name": "Write", "arguments": {"file_path": "a.txt", "content": "hi"}}]}'
 )
 
-_FILES = ["main.py", "README.md", "config.yaml", "notes.txt", "setup.cfg", "app/server.py", "docs/index.md",
-          "data.csv", "Makefile", "requirements.txt"]
+_FILES = [
+    "main.py",
+    "README.md",
+    "config.yaml",
+    "notes.txt",
+    "setup.cfg",
+    "app/server.py",
+    "docs/index.md",
+    "data.csv",
+    "Makefile",
+    "requirements.txt",
+]
 _COMMANDS = ["ls -la", "git status", "pytest -q", "make build", "python --version"]
 _DIRS = ["src", "tests", "docs", "build", "scripts"]
 
@@ -110,10 +135,17 @@ def run_name_fix(
             processor = None
             if mode != "off":
                 processor = provider.constraint(
-                    fmt, TOOLS, mode, prompt_len=len(ids), required=True, primed=PREFILL.encode()  # type: ignore[arg-type]
+                    fmt,
+                    TOOLS,
+                    mode,  # type: ignore[arg-type]
+                    prompt_len=len(ids),
+                    required=True,
+                    primed=PREFILL.encode(),
                 )
             text = PREFILL + "".join(
-                ev.text for ev in engine.generate(ids, params, logits_processor=processor) if isinstance(ev, Token)
+                ev.text
+                for ev in engine.generate(ids, params, logits_processor=processor)
+                if isinstance(ev, Token)
             )
             parsed = fmt.parse(text, TOOLS)
             res.cases += 1
@@ -133,7 +165,9 @@ def run_name_fix(
 
 
 def summary(results: dict[str, NameFixResult]) -> str:
-    lines = [f"{'mode':<8}{'cases':>6}{'calls':>7}{'not offered':>13}{'rate':>8}{'invalid args':>14}{'no call':>9}"]
+    lines = [
+        f"{'mode':<8}{'cases':>6}{'calls':>7}{'not offered':>13}{'rate':>8}{'invalid args':>14}{'no call':>9}"
+    ]
     for r in results.values():
         lines.append(
             f"{r.mode:<8}{r.cases:>6}{r.calls:>7}{r.not_offered:>13}{r.not_offered_rate:>8.1%}{r.invalid_args:>14}"

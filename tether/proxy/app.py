@@ -28,7 +28,11 @@ from tether.proxy.guard import PRESETS, CallGuard
 from tether.proxy.middleware import AuthMiddleware, BodyLimitMiddleware, RequestContextMiddleware
 from tether.proxy.openai_routes import router as openai_router
 from tether.proxy.server_tools import ServerTools
+from tether.proxy.sessions import SessionStore
+from tether.proxy.sessions import router as sessions_router
 from tether.proxy.state import AppState
+from tether.workflows.budget import context_budget
+from tether.workflows.loader import load_workflow
 
 __all__ = ["create_app", "tool_constraint_factory"]
 
@@ -99,11 +103,25 @@ def create_app(
         scheduler.close()
 
     app = FastAPI(title="tether", version="0.1.0", lifespan=lifespan)
+    sessions = SessionStore(
+        [load_workflow(path) for path in config.workflows],
+        ttl_s=config.session_ttl_s,
+        max_sessions=config.max_sessions,
+    )
+    budget = context_budget(info, slots=len(scheduler.engines)).as_dict()
+    log.info("context_budget", **budget)
     app.state.tether = AppState(
-        config=config, scheduler=scheduler, core=core, default_guard=default_guard, server_tools=server_tools
+        config=config,
+        scheduler=scheduler,
+        core=core,
+        default_guard=default_guard,
+        server_tools=server_tools,
+        sessions=sessions,
+        context_budget=budget,
     )
     app.include_router(openai_router)
     app.include_router(anthropic_router)
+    app.include_router(sessions_router)
 
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:

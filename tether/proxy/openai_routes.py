@@ -16,6 +16,7 @@ from tether.proxy.convert import job_from_openai
 from tether.proxy.core import CallOut, ChatJob, CoreEvent, FinishOut, TextOut, Usage, prime
 from tether.proxy.guard import PRESETS
 from tether.proxy.openai_schema import ChatCompletionRequest, CompletionRequest
+from tether.proxy.sessions import SESSION_HEADER, WORKFLOW_HEADER, store_of
 from tether.proxy.state import AppState
 
 __all__ = ["router"]
@@ -61,7 +62,10 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> JSO
     job = job_from_openai(
         body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
     )
-    events = state.start(job)
+    session = request.headers.get(SESSION_HEADER)
+    if session is not None:
+        store_of(request).resolve(session, request.headers.get(WORKFLOW_HEADER))  # 404/400 before streaming
+    events = state.start(job, session)
     rid = "chatcmpl-" + request.state.request_id
     created = int(time.time())
     if body.stream:

@@ -41,10 +41,12 @@ __all__ = [
     "SESSION_HEADER",
     "WORKFLOW_HEADER",
     "Session",
+    "SessionCreate",
     "SessionNotFoundError",
     "SessionStore",
     "enforced_run",
     "router",
+    "store_of",
 ]
 
 log = structlog.get_logger(__name__)

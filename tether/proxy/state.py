@@ -13,6 +13,8 @@ from tether.engine.scheduler import Scheduler
 from tether.proxy.core import ChatCore, ChatJob, CoreEvent
 from tether.proxy.guard import GuardConfig
 from tether.proxy.server_tools import ServerTools
+from tether.proxy.sessions import SessionStore, enforced_run
+from tether.workflows.compaction import compact_job
 
 __all__ = ["AppState"]
 
@@ -24,10 +26,20 @@ class AppState:
     core: ChatCore
     default_guard: GuardConfig
     server_tools: ServerTools | None = None
+    sessions: SessionStore | None = None
+    context_budget: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
 
-    def start(self, job: ChatJob) -> AsyncIterator[CoreEvent]:
-        """Prepare now (errors become HTTP statuses before any byte is sent) and return the event stream."""
+    def start(self, job: ChatJob, session: str | None = None) -> AsyncIterator[CoreEvent]:
+        """Prepare now (errors become HTTP statuses before any byte is sent) and return the event stream.
+
+        With a workflow session, steps and prerequisites are enforced on the reply (server-side tools
+        are not combined with sessions).
+        """
+        if self.config.compaction:
+            job, _ = compact_job(self.core, job)
+        if session is not None and self.sessions is not None:
+            return enforced_run(self.core, self.core.prepare(job), self.sessions, session)
         if self.server_tools is None:
             return self.core.run(self.core.prepare(job))
         first = self.core.prepare(self.server_tools.offer(job))
@@ -60,5 +72,7 @@ class AppState:
                 "slots": len(self.scheduler.engines),
                 "chat_template_tools": self.core.template.supports_tools,
                 "server_tools": sorted(self.server_tools.names) if self.server_tools else [],
+                "context_budget": self.context_budget,
+                "workflows": sorted(self.sessions.workflows) if self.sessions else [],
             },
         }

@@ -155,7 +155,7 @@ def test_prose_is_untouched() -> None:
 def test_marker_split_across_tokens_then_valid_call_passes() -> None:
     vocab, c = constraint_for("hermes")
     want = 'Sure!<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n</tool_call>'
-    out, used = drive(vocab, c, want)
+    out, _used = drive(vocab, c, want)
     assert out == want
     assert c.stats.armed == 1
 
@@ -279,5 +279,5 @@ def test_dead_end_ends_generation_instead_of_failing_open() -> None:
     "fmt", ["hermes", "phi4", "llama3_json", "mistral_v3", "llama_function", "glm45", "generic"]
 )
 def test_every_json_or_inline_format_builds(fmt: str) -> None:
-    vocab, c = constraint_for(fmt)
+    _vocab, c = constraint_for(fmt)
     assert c.plan.automaton is not None
