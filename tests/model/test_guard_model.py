@@ -15,10 +15,17 @@ from tether.proxy.guard import PRESETS, CallGuard
 WEATHER = ToolSpec(
     "get_weather",
     "Current weather for a city",
-    {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]},
+    {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"],
+    },
 )
-READ = ToolSpec("read_file", "Read a file", {"type": "object", "properties": {"path": {"type": "string"}},
-                                                "required": ["path"]})
+READ = ToolSpec(
+    "read_file",
+    "Read a file",
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
 TOOLS = (WEATHER, READ)
 ASK = (Message("user", "What is the weather like in Paris today?"),)
 
@@ -30,8 +37,12 @@ def guard_for(engine: LlamaCppEngine) -> CallGuard:
 
 async def test_repick_lands_on_an_offered_tool(smollm: LlamaCppEngine) -> None:
     guard = guard_for(smollm)
-    bad = ParsedCall("frobnicate_sky", {"city": "Paris"}, raw='{"name": "frobnicate_sky", "arguments": {"city": "Paris"}}',
-                     offered=False)
+    bad = ParsedCall(
+        "frobnicate_sky",
+        {"city": "Paris"},
+        raw='{"name": "frobnicate_sky", "arguments": {"city": "Paris"}}',
+        offered=False,
+    )
     outcome = await guard.fix(PRESETS["full"], ASK, TOOLS, [bad])
     kinds = [n.kind for n in outcome.interventions]
     assert "repick" in kinds, kinds
@@ -43,7 +54,9 @@ async def test_repick_lands_on_an_offered_tool(smollm: LlamaCppEngine) -> None:
 
 async def test_missing_argument_is_repaired_under_the_schema(smollm: LlamaCppEngine) -> None:
     guard = guard_for(smollm)
-    bad = ParsedCall("get_weather", {"town": "Paris"}, raw='{"name": "get_weather", "arguments": {"town": "Paris"}}')
+    bad = ParsedCall(
+        "get_weather", {"town": "Paris"}, raw='{"name": "get_weather", "arguments": {"town": "Paris"}}'
+    )
     outcome = await guard.fix(PRESETS["full"], ASK, TOOLS, [bad])
     kinds = [n.kind for n in outcome.interventions]
     assert kinds == ["args_repaired"], outcome.interventions

@@ -93,7 +93,9 @@ def assert_split_invariant(
     """Every random split (and one character at a time) streams exactly ``fmt.parse(text)``."""
     expected = fmt.parse(text, tools)
     rng = random.Random(seed)
-    variants = [list(text), [text]] + [random_pieces(text, rng, rng.choice((2, 4, 8, 16))) for _ in range(splits)]
+    variants = [list(text), [text]] + [
+        random_pieces(text, rng, rng.choice((2, 4, 8, 16))) for _ in range(splits)
+    ]
     for pieces in variants:
         got = collect(run_stream(fmt, tools, pieces))
         assert got == expected, f"split {pieces!r}"

@@ -71,7 +71,11 @@ GOLDEN: dict[str, list[tuple[str, str, list[tuple[str, dict[str, Any]]]]]] = {
         ),
     ],
     "mistral": [
-        ('[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 1}', "", [(W, {"city": "Paris", "days": 1})]),
+        (
+            '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 1}',
+            "",
+            [(W, {"city": "Paris", "days": 1})],
+        ),
         (
             '[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{}',
             "",
@@ -93,8 +97,16 @@ GOLDEN: dict[str, list[tuple[str, str, list[tuple[str, dict[str, Any]]]]]] = {
     ],
     "llama3_json": [
         ('{"name": "get_weather", "parameters": {"city": "Paris"}}', "", [(W, {"city": "Paris"})]),
-        ('<|python_tag|>{"name": "search", "parameters": {"query": "tether"}}', "", [("search", {"query": "tether"})]),
-        ('<|python_tag|>brave_search.call(query="Menlo Park weather")', "", [("brave_search", {"query": "Menlo Park weather"})]),
+        (
+            '<|python_tag|>{"name": "search", "parameters": {"query": "tether"}}',
+            "",
+            [("search", {"query": "tether"})],
+        ),
+        (
+            '<|python_tag|>brave_search.call(query="Menlo Park weather")',
+            "",
+            [("brave_search", {"query": "Menlo Park weather"})],
+        ),
     ],
     "llama_function": [
         ('<function=get_weather>{"city": "Paris"}</function>', "", [(W, {"city": "Paris"})]),
@@ -105,7 +117,11 @@ GOLDEN: dict[str, list[tuple[str, str, list[tuple[str, dict[str, Any]]]]]] = {
         ),
     ],
     "pythonic": [
-        ('[get_weather(city="San Francisco"), get_time()]', "", [(W, {"city": "San Francisco"}), ("get_time", {})]),
+        (
+            '[get_weather(city="San Francisco"), get_time()]',
+            "",
+            [(W, {"city": "San Francisco"}), ("get_time", {})],
+        ),
         (
             "<|tool_call_start|>[set_alarm(hour=7, enabled=true, tags=['a', 'b'])]<|tool_call_end|>Alarm set.",
             "Alarm set.",
@@ -288,9 +304,43 @@ def test_prose_streams_before_the_end(name: str) -> None:
 
 _ALPHABET = st.sampled_from(
     [
-        *("a", " ", "\n", "{", "}", "[", "]", '"', "'", "<", ">", "|", ":", ",", "`", "name", "city", "get_weather"),
-        *("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<function=", "</function>", "[ARGS]"),
-        *("<|tool_call|>", "<start_function_call>", "<escape>", "<arg_key>", '{"response": "', '{"tool_calls": ['),
+        *(
+            "a",
+            " ",
+            "\n",
+            "{",
+            "}",
+            "[",
+            "]",
+            '"',
+            "'",
+            "<",
+            ">",
+            "|",
+            ":",
+            ",",
+            "`",
+            "name",
+            "city",
+            "get_weather",
+        ),
+        *(
+            "<tool_call>",
+            "</tool_call>",
+            "[TOOL_CALLS]",
+            "<|python_tag|>",
+            "<function=",
+            "</function>",
+            "[ARGS]",
+        ),
+        *(
+            "<|tool_call|>",
+            "<start_function_call>",
+            "<escape>",
+            "<arg_key>",
+            '{"response": "',
+            '{"tool_calls": [',
+        ),
         *("<|tool_call_start|>", "<｜tool▁calls▁begin｜>", "\\", "\\u00e9", "=", "(", ")"),
     ]
 )

@@ -17,7 +17,9 @@ from tether.grammar.formats.base import ToolSpec
 DATA = Path(__file__).resolve().parents[2] / "data" / "formats"
 TOOLS = tuple(ToolSpec.from_openai(t) for t in json.loads((DATA / "tools.json").read_text(encoding="utf-8")))
 CASES: list[dict[str, Any]] = [
-    json.loads(line) for line in (DATA / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    json.loads(line)
+    for line in (DATA / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    if line.strip()
 ]
 
 

@@ -107,14 +107,16 @@ LLAMA31 = (
     "{{- '<|python_tag|>' + tool_call.name + '.call(' }}{{- '{\"name\": \"' + tool_call.name + '\", ' }}"
 )
 LLAMA32 = (
-    "{%- if tools is not none %}{{- 'Respond in the format {\"name\": function name, \"parameters\": "
+    '{%- if tools is not none %}{{- \'Respond in the format {"name": function name, "parameters": '
     "dictionary of argument name and its value}.' }}{% endif %}"
 )
 FUNCTIONARY = "{% for tool in tools %}{% endfor %}<|python_tag|>{{ '<function=' + name + '>' }}"
 PHI4 = "{% if tools %}<|tool|>{{ tools | tojson }}<|/tool|>{% endif %}<|tool_call|>"
 GRANITE3 = "{%- if tools %}respond only with <|tool_call|> followed by a JSON list of tools used.{% endif %}"
 LFM2 = "{%- if tools -%}List of tools: <|tool_list_start|>[{%- for tool in tools -%}{%- endfor -%}]<|tool_list_end|>"
-LLAMA_PYTHONIC = "{% if tools %}you MUST put it in the format of [func_name1(params_name1=params_value1)]{% endif %}"
+LLAMA_PYTHONIC = (
+    "{% if tools %}you MUST put it in the format of [func_name1(params_name1=params_value1)]{% endif %}"
+)
 GEMMA_FN = "{% for tool in tools %}<start_function_declaration>declaration:{% endfor %}<start_function_call>"
 DEEPSEEK_V3 = (
     "{% if tools %}{% endif %}{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "

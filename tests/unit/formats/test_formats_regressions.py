@@ -31,17 +31,50 @@ def test_forge_function_tag_arguments_are_not_emptied(text: str) -> None:
 @pytest.mark.parametrize(
     ("name", "text"),
     [
-        ("hermes", '<tool_call>{"name": "write_file", "arguments": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}</tool_call>'),
-        ("phi4", '<|tool_call|>[{"name": "write_file", "arguments": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}]<|/tool_call|>'),
-        ("mistral", '[TOOL_CALLS]write_file[ARGS]{"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}'),
-        ("mistral_v3", '[TOOL_CALLS][{"name": "write_file", "arguments": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}]'),
-        ("llama3_json", '{"name": "write_file", "parameters": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}'),
-        ("deepseek_v31", '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write_file<｜tool▁sep｜>{"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
-        ("generic", '{"tool_calls": [{"name": "write_file", "arguments": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}]}'),
-        ("pythonic", '[write_file(path="main.rs", content="fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {")]'),
-        ("gemma", '<start_function_call>call:write_file{path:<escape>main.rs<escape>,content:<escape>fn main() { println!("}"); }\n// "quoted" } and {<escape>}<end_function_call>'),
-        ("qwen3_coder", '<tool_call>\n<function=write_file>\n<parameter=path>\nmain.rs\n</parameter>\n<parameter=content>\nfn main() { println!("}"); }\n// "quoted" } and {\n</parameter>\n</function>\n</tool_call>'),
-        ("glm45", '<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>main.rs</arg_value>\n<arg_key>content</arg_key>\n<arg_value>fn main() { println!("}"); }\n// "quoted" } and {</arg_value>\n</tool_call>'),
+        (
+            "hermes",
+            '<tool_call>{"name": "write_file", "arguments": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}</tool_call>',
+        ),
+        (
+            "phi4",
+            '<|tool_call|>[{"name": "write_file", "arguments": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}]<|/tool_call|>',
+        ),
+        (
+            "mistral",
+            '[TOOL_CALLS]write_file[ARGS]{"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}',
+        ),
+        (
+            "mistral_v3",
+            '[TOOL_CALLS][{"name": "write_file", "arguments": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}]',
+        ),
+        (
+            "llama3_json",
+            '{"name": "write_file", "parameters": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}',
+        ),
+        (
+            "deepseek_v31",
+            '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>write_file<｜tool▁sep｜>{"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        ),
+        (
+            "generic",
+            '{"tool_calls": [{"name": "write_file", "arguments": {"path": "main.rs", "content": "fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {"}}]}',
+        ),
+        (
+            "pythonic",
+            '[write_file(path="main.rs", content="fn main() { println!(\\"}\\"); }\\n// \\"quoted\\" } and {")]',
+        ),
+        (
+            "gemma",
+            '<start_function_call>call:write_file{path:<escape>main.rs<escape>,content:<escape>fn main() { println!("}"); }\n// "quoted" } and {<escape>}<end_function_call>',
+        ),
+        (
+            "qwen3_coder",
+            '<tool_call>\n<function=write_file>\n<parameter=path>\nmain.rs\n</parameter>\n<parameter=content>\nfn main() { println!("}"); }\n// "quoted" } and {\n</parameter>\n</function>\n</tool_call>',
+        ),
+        (
+            "glm45",
+            '<tool_call>write_file\n<arg_key>path</arg_key>\n<arg_value>main.rs</arg_value>\n<arg_key>content</arg_key>\n<arg_value>fn main() { println!("}"); }\n// "quoted" } and {</arg_value>\n</tool_call>',
+        ),
     ],
 )
 def test_braces_and_quotes_inside_values_for_every_format(name: str, text: str) -> None:
@@ -85,7 +118,9 @@ def test_hermes_region_with_xml_inside() -> None:
 
 def test_hermes_bare_json_at_start_needs_an_offered_name_or_arguments_key() -> None:
     fmt = get_format("hermes")
-    assert call_summary(fmt.parse('{"name": "get_weather", "city": "Oslo"}', TOOLS)) == [(W, {"city": "Oslo"})]
+    assert call_summary(fmt.parse('{"name": "get_weather", "city": "Oslo"}', TOOLS)) == [
+        (W, {"city": "Oslo"})
+    ]
     data = '{"name": "Bob", "age": 3}'
     assert fmt.parse(data, TOOLS).content == data
 
@@ -94,14 +129,17 @@ def test_mistral_v11_variants() -> None:
     fmt = get_format("mistral")
     loose = assert_split_invariant(fmt, TOOLS, '[TOOL_CALLS]get_weather{"city": "Oslo"}')
     assert call_summary(loose) == [(W, {"city": "Oslo"})] and "missing_args_marker" in loose.calls[0].repairs
-    after = assert_split_invariant(fmt, TOOLS, '[TOOL_CALLS]get_time[ARGS]{}\n\nDone, it is noon.')
+    after = assert_split_invariant(fmt, TOOLS, "[TOOL_CALLS]get_time[ARGS]{}\n\nDone, it is noon.")
     assert after.content == "Done, it is noon."
 
 
 def test_llama3_json_semicolon_separated_calls_and_builtin() -> None:
     fmt = get_format("llama3_json")
     text = '<|python_tag|>{"name": "get_time", "parameters": {}}; {"name": "search", "parameters": {"query": "x"}}'
-    assert call_summary(assert_split_invariant(fmt, TOOLS, text)) == [("get_time", {}), ("search", {"query": "x"})]
+    assert call_summary(assert_split_invariant(fmt, TOOLS, text)) == [
+        ("get_time", {}),
+        ("search", {"query": "x"}),
+    ]
 
 
 def test_pythonic_rescues() -> None:
@@ -113,7 +151,7 @@ def test_pythonic_rescues() -> None:
         ],
         "[get_weather(city=Oslo)]": [(W, {"city": "Oslo"})],
         "[get_weather(city='Os": [(W, {"city": "Os"})],
-        '```python\n[get_time()]\n```': [("get_time", {})],
+        "```python\n[get_time()]\n```": [("get_time", {})],
         "<|tool_call_start|>get_time()<|tool_call_end|>": [("get_time", {})],
         '<|tool_call_start|>{"name": "get_time", "arguments": {}}<|tool_call_end|>': [("get_time", {})],
     }
@@ -153,8 +191,10 @@ def test_deepseek_variants_and_missing_tags() -> None:
 
 def test_glm45_json_values_and_truncation() -> None:
     fmt = get_format("glm45")
-    text = "<tool_call>set_alarm\n<arg_key>hour</arg_key>\n<arg_value>6</arg_value>\n<arg_key>tags</arg_key>\n<arg_value>[\"a\"]</arg_value>\n</tool_call>"
-    assert call_summary(assert_split_invariant(fmt, TOOLS, text)) == [("set_alarm", {"hour": 6, "tags": ["a"]})]
+    text = '<tool_call>set_alarm\n<arg_key>hour</arg_key>\n<arg_value>6</arg_value>\n<arg_key>tags</arg_key>\n<arg_value>["a"]</arg_value>\n</tool_call>'
+    assert call_summary(assert_split_invariant(fmt, TOOLS, text)) == [
+        ("set_alarm", {"hour": 6, "tags": ["a"]})
+    ]
     cut = "<tool_call>get_weather\n<arg_key>days</arg_key>\n<arg_value>2"
     assert fmt.parse(cut, TOOLS).calls == ()  # city (required) never arrived
 

@@ -13,7 +13,7 @@ from tether.errors import FormatError
 from tether.grammar.formats.cli import formats_app
 from tether.grammar.formats.gguf_template import read_chat_template, read_metadata_value
 
-QWEN_TEMPLATE = "{% if tools %}<tools>{% endif %}<tool_call>\n{\"name\": ...}\n</tool_call> ünï"
+QWEN_TEMPLATE = '{% if tools %}<tools>{% endif %}<tool_call>\n{"name": ...}\n</tool_call> ünï'
 
 
 def _str(s: str) -> bytes:
@@ -22,7 +22,19 @@ def _str(s: str) -> bytes:
 
 
 def _value(vtype: int, value: Any) -> bytes:
-    scalars = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+    scalars = {
+        0: "<B",
+        1: "<b",
+        2: "<H",
+        3: "<h",
+        4: "<I",
+        5: "<i",
+        6: "<f",
+        7: "<?",
+        10: "<Q",
+        11: "<q",
+        12: "<d",
+    }
     if vtype in scalars:
         return struct.pack(scalars[vtype], value)
     if vtype == 8:
@@ -31,7 +43,9 @@ def _value(vtype: int, value: Any) -> bytes:
     return struct.pack("<IQ", itype, len(items)) + b"".join(_value(itype, v) for v in items)
 
 
-def write_gguf(path: Path, kvs: list[tuple[str, int, Any]], *, version: int = 3, magic: bytes = b"GGUF") -> Path:
+def write_gguf(
+    path: Path, kvs: list[tuple[str, int, Any]], *, version: int = 3, magic: bytes = b"GGUF"
+) -> Path:
     body = magic + struct.pack("<IQQ", version, 0, len(kvs))
     for key, vtype, value in kvs:
         body += _str(key) + struct.pack("<I", vtype) + _value(vtype, value)

@@ -57,7 +57,11 @@ def test_string_end_honours_escapes() -> None:
     ("text", "value", "repairs"),
     [
         ('{"a": 1}', {"a": 1}, ()),
-        ("{'a': 'x', 'b': True, 'c': None}", {"a": "x", "b": True, "c": None}, ("single_quotes", "python_literals")),
+        (
+            "{'a': 'x', 'b': True, 'c': None}",
+            {"a": "x", "b": True, "c": None},
+            ("single_quotes", "python_literals"),
+        ),
         ('{"a": [1, 2,], "b": 3,}', {"a": [1, 2], "b": 3}, ("trailing_commas",)),
         ('{city: "Paris"}', {"city": "Paris"}, ("unquoted_keys",)),
         ('{"a": "line\nbreak"}', {"a": "line\nbreak"}, ("control_characters_escaped",)),
@@ -106,7 +110,10 @@ def test_find_json_values_anywhere() -> None:
         ({"name": W, "arguments": {"city": "Oslo"}}, None),
         ({"tool": W, "args": {"city": "Oslo"}}, "name_key:tool"),
         ({"function": {"name": W, "arguments": {"city": "Oslo"}}}, "shape_function_wrapper"),
-        ({"type": "function", "function": {"name": W, "arguments": '{"city": "Oslo"}'}}, "arguments_string_decoded"),
+        (
+            {"type": "function", "function": {"name": W, "arguments": '{"city": "Oslo"}'}},
+            "arguments_string_decoded",
+        ),
         ({"name": W, "parameters": {"city": "Oslo"}}, "arguments_key:parameters"),
         ({"name": W, "arguments": '{"city": "Oslo"}'}, "arguments_string_decoded"),
         ({"name": W, "arguments": "{'city': 'Oslo'}"}, "single_quotes"),
@@ -192,8 +199,12 @@ def test_truncated_call_kept_only_when_it_validates() -> None:
     ok = extract_json_calls('{"name": "get_weather", "arguments": {"city": "Oslo", "days": 2', TOOLS)
     assert ok is not None and dict(ok.calls[0].arguments) == {"city": "Oslo", "days": 2}
     assert "truncated_closed" in ok.calls[0].repairs
-    assert extract_json_calls('{"name": "get_weather", "arguments": {"days": 2', TOOLS) is None  # city required
-    assert extract_json_calls('{"name": "unknown", "arguments": {"a": 1', TOOLS) is None  # nothing to check against
+    assert (
+        extract_json_calls('{"name": "get_weather", "arguments": {"days": 2', TOOLS) is None
+    )  # city required
+    assert (
+        extract_json_calls('{"name": "unknown", "arguments": {"a": 1', TOOLS) is None
+    )  # nothing to check against
 
 
 def test_python_literals_and_trailing_commas_in_calls() -> None:
@@ -279,13 +290,22 @@ def test_json_arm(head: str, decision: bool | None) -> None:
 
 @pytest.mark.parametrize(
     ("head", "decision"),
-    [("[", None), ("[get_w", None), ("[get_weather ", None), ("[get_weather(", True), ("[1]", False), ("[a b", False)],
+    [
+        ("[", None),
+        ("[get_w", None),
+        ("[get_weather ", None),
+        ("[get_weather(", True),
+        ("[1]", False),
+        ("[a b", False),
+    ],
 )
 def test_pythonic_arm(head: str, decision: bool | None) -> None:
     assert pythonic_arm(head) is decision
 
 
-_PIECES = st.sampled_from(['{"a": ', "[", "]", "{", "}", '"', "'", "\\", '\\"', "x", " ", ",", "\\\\", '"}', "q"])
+_PIECES = st.sampled_from(
+    ['{"a": ', "[", "]", "{", "}", '"', "'", "\\", '\\"', "x", " ", ",", "\\\\", '"}', "q"]
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -115,7 +115,10 @@ def test_arm_at_start_only_at_the_start() -> None:
         ('{"response": "trailing"} and more', "trailing and more"),
         ('{"response": "comma", }', "comma"),
         ('{"response": ""}', ""),
-        ("Just plain prose, the model ignored the instruction.", "Just plain prose, the model ignored the instruction."),
+        (
+            "Just plain prose, the model ignored the instruction.",
+            "Just plain prose, the model ignored the instruction.",
+        ),
         ("{not json at all", "{not json at all"),
         ('```json\n{"response": "fenced"}\n```', "fenced"),
         ("{'response': 'single quotes'}", "single quotes"),
