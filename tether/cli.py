@@ -30,6 +30,9 @@ def serve(
     model: Annotated[
         str | None, typer.Option(help="GGUF file to serve. Default: the bundled SmolLM2-135M-Instruct Q4_1.")
     ] = None,
+    engine: Annotated[
+        str, typer.Option(help="auto | llama | mlx (auto: an MLX model directory selects mlx).")
+    ] = "auto",
     host: Annotated[str, typer.Option(help="Address to bind. Non-loopback needs --api-key.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     api_key: Annotated[
@@ -79,6 +82,7 @@ def serve(
     try:
         settings = Settings(
             model=model,
+            engine=engine,  # type: ignore[arg-type]
             host=host,
             port=port,
             api_key=api_key,
@@ -113,6 +117,41 @@ def serve(
         _fail(exc.message)
         return
     run_server(application, config)
+
+
+convert_app = typer.Typer(help="Convert models between engines.", no_args_is_help=True)
+app.add_typer(convert_app, name="convert")
+
+
+@convert_app.command("gguf-to-mlx")
+def gguf_to_mlx_command(
+    gguf: Annotated[str | None, typer.Argument(help="GGUF file (default: the bundled SmolLM2).")] = None,
+    out: Annotated[str | None, typer.Argument(help="Output directory (default: tether's cache).")] = None,
+    quantize: Annotated[
+        bool, typer.Option(help="Repack Q4_1/Q4_0/Q8_0 blocks into MLX's quantized format.")
+    ] = False,
+) -> None:
+    """Convert a llama-architecture GGUF into an MLX model directory (needs `pip install 'tether[mlx]'`)."""
+    from pathlib import Path
+
+    from tether.engine.locate import bundled_model_path
+
+    try:
+        from tether.engine.mlx import cached_gguf_to_mlx, gguf_to_mlx
+
+        source = Path(gguf) if gguf else bundled_model_path()
+        target = (
+            gguf_to_mlx(source, Path(out), quantize=quantize)
+            if out
+            else cached_gguf_to_mlx(source, quantize=quantize)
+        )
+    except ImportError as exc:
+        _fail(f"the MLX converter needs the mlx extra: pip install 'tether[mlx]' ({exc})")
+        return
+    except TetherError as exc:
+        _fail(exc.message)
+        return
+    typer.echo(str(target))
 
 
 def _register_subcommands() -> None:

@@ -25,6 +25,7 @@ class ServerConfig:
     """Everything the app factory needs; immutable once the server starts."""
 
     model_path: str | None = None
+    engine: Literal["auto", "llama", "mlx"] = "auto"
     model_aliases: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 8000
@@ -65,6 +66,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore")
 
     model: str | None = Field(default=None, description="Path of a GGUF file; default: the bundled SmolLM2.")
+    engine: Literal["auto", "llama", "mlx"] = "auto"
     model_alias: list[str] = Field(default_factory=list)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
@@ -99,6 +101,7 @@ class Settings(BaseSettings):
             )
         return ServerConfig(
             model_path=self.model,
+            engine=self.engine,
             model_aliases=tuple(self.model_alias),
             host=self.host,
             port=self.port,

@@ -26,6 +26,8 @@ def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine
     from tether.engine.llama_cpp import LlamaCppEngine
 
     path = Path(config.model_path) if config.model_path else bundled_model_path()
+    if config.engine == "mlx" or (config.engine == "auto" and path.is_dir()):
+        return _mlx_engines(config, path)
     engines: list[Engine] = []
     if progress:
         from rich.console import Console
@@ -64,6 +66,19 @@ def server_tools(config: ServerConfig) -> ServerTools | None:
     policy = PermissionPolicy.from_settings(config.permission)
     log.info("server_tools_enabled", tools=[t.name for t in chosen], permission=policy.mode.value)
     return ServerTools(ToolBox(chosen, policy=policy))
+
+
+def _mlx_engines(config: ServerConfig, path: Path) -> list[Engine]:
+    try:
+        from tether.engine.mlx import MlxEngine, cached_gguf_to_mlx, is_mlx_model_dir
+    except ImportError as exc:
+        raise ConfigError(f"the MLX engine needs the mlx extra: pip install 'tether[mlx]' ({exc})") from exc
+    if path.suffix == ".gguf":
+        path = cached_gguf_to_mlx(path)
+    elif not is_mlx_model_dir(path):
+        raise ConfigError(f"{path} is not an MLX model directory (config.json + safetensors)")
+    first = MlxEngine(path, n_ctx=config.n_ctx)
+    return [first, *(first.sibling() for _ in range(config.slots - 1))]
 
 
 def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
