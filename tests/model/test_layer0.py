@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tether.engine.base import SamplingParams, Token
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.template import ChatTemplate
@@ -27,6 +29,7 @@ def test_prose_is_token_identical_with_constraint_attached(smollm: LlamaCppEngin
             assert c.stats.masked_steps == 0
 
 
+@pytest.mark.timeout(1800)  # 150 generations: ~2 min on an idle machine, much more on a shared one
 def test_name_fix_set(smollm: LlamaCppEngine) -> None:
     assert len(CASES) >= 50
     results = run_name_fix(smollm)

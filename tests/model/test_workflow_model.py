@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.scheduler import Scheduler
 from tether.grammar.formats import detect_format, get_format
@@ -24,6 +26,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "workflow_notes.yaml"
 FILES = {"notes.txt": "The release moves to Friday.", "todo.txt": "- tag the release"}
 
 
+@pytest.mark.timeout(1800)
 async def test_notes_workflow_runs_to_its_terminal_tool(smollm: LlamaCppEngine) -> None:
     workflow = load_workflow(EXAMPLE)
     core = ChatCore(
