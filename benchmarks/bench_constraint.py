@@ -3,7 +3,7 @@
 Decode tok/s for the same reply length: unconstrained, names mode, strict mode, and llama.cpp's own GBNF
 grammar from the same JSON schema (``LlamaGrammar.from_json_schema``). Then mask build time for 10 / 100 /
 1,000 offered tools and the memory held by cached masks.
-Usage: .venv/bin/python -m benchmarks.bench_constraint [--tokens 120] [--rounds 3]
+Usage: .venv/bin/python -m benchmarks.bench_constraint [--tokens 120] [--rounds 8]
 """
 
 from __future__ import annotations
@@ -40,6 +40,22 @@ SCHEMA: dict[str, Any] = {
     "required": ["path", "pattern", "max_results", "case_sensitive", "mode"],
 }
 TOOLS = [ToolSpec("search_files", "Search files for a pattern", SCHEMA)]
+
+
+class Timed:
+    """Wraps a logits processor and accumulates the time spent inside it (its direct cost)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __call__(self, ids: Any, logits: Any) -> Any:
+        start = time.perf_counter()
+        out = self.inner(ids, logits)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return out
 
 
 def timed(engine: LlamaCppEngine, ids: list[int], tokens: int, processor: Any = None) -> float:
@@ -96,7 +112,7 @@ def mask_build(engine: LlamaCppEngine, count: int) -> tuple[float, int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tokens", type=int, default=120)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args()
     engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096)
     template = ChatTemplate(engine.info.chat_template)
@@ -116,17 +132,30 @@ def main() -> None:
             args.tokens,
             provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True),
         )
-    for _ in range(args.rounds):
-        rates["off"].append(timed(engine, ids, args.tokens))
-        for mode in ("names", "strict"):
-            c = provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True)  # type: ignore[arg-type]
-            rates[mode].append(timed(engine, ids, args.tokens, c))
-        rates["gbnf"].append(gbnf_rate(engine, ids, args.tokens))
+    cost: dict[str, list[float]] = {"names": [], "strict": []}
+    order = ["off", "names", "strict", "gbnf"]
+    for r in range(args.rounds):
+        # Rotate the order every round so a load spike does not always hit the same mode.
+        for mode in order[r % 4 :] + order[: r % 4]:
+            if mode == "off":
+                rates["off"].append(timed(engine, ids, args.tokens))
+            elif mode == "gbnf":
+                rates["gbnf"].append(gbnf_rate(engine, ids, args.tokens))
+            else:
+                c = Timed(provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True))  # type: ignore[arg-type]
+                rates[mode].append(timed(engine, ids, args.tokens, c))
+                cost[mode].append(c.seconds / max(c.calls, 1))
     base = statistics.median(rates["off"])
-    print(f"{'mode':<10}{'tok/s':>10}{'ratio':>10}")
+    per_token = 1.0 / base
+    print(f"{'mode':<10}{'tok/s':>10}{'ratio':>10}{'processor ms/token':>20}{'cost ratio':>12}")
     for mode, values in rates.items():
         med = statistics.median(values)
-        print(f"{mode:<10}{med:>10.1f}{med / base:>10.3f}")
+        extra = ""
+        if mode in cost:
+            ms = statistics.median(cost[mode])
+            # Decode speed if the processor's own time were the only difference: the load-independent ratio.
+            extra = f"{ms * 1000:>20.3f}{per_token / (per_token + ms):>12.3f}"
+        print(f"{mode:<10}{med:>10.1f}{med / base:>10.3f}{extra}")
     for count in (10, 100, 1000):
         seconds, states, nbytes = mask_build(engine, count)
         print(
