@@ -42,6 +42,8 @@ if [ "${1:-}" = "--no-dev" ]; then
 else
   $PIP install -q -e ".[dev]"
 fi
+# BFCL's data and AST checker for `tether eval --suite bfcl:...` (pinned, --no-deps: the full install is 6 GB).
+scripts/install_bfcl.sh "$VENV/bin/python" >/dev/null
 if [ -x scripts/install_bwrap.sh ]; then
   scripts/install_bwrap.sh || echo "setup: bubblewrap is not available; sandboxed tools will refuse to run" >&2
 fi

@@ -155,11 +155,11 @@ def gguf_to_mlx_command(
 
 
 def _register_subcommands() -> None:
-    try:
-        from tether.grammar.formats.cli import formats_app
-    except ImportError:  # pragma: no cover
-        return
+    from tether.evals.cli import eval_app
+    from tether.grammar.formats.cli import formats_app
+
     app.add_typer(formats_app, name="formats", help="List tool-call formats or detect one from a GGUF.")
+    app.add_typer(eval_app, name="eval")
 
 
 _register_subcommands()

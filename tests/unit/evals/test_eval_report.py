@@ -1,0 +1,74 @@
+"""Aggregation, terminal tables, the self-contained HTML report and the CLI around them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tether.evals.cli import eval_app
+from tether.evals.html import html_report
+from tether.evals.records import ItemRecord, ResultStore
+from tether.evals.report import ALL, compare_groups, summarize
+
+
+def _records(preset: str, outcomes: list[bool], category: str = "simple_python") -> list[ItemRecord]:
+    return [
+        ItemRecord("bfcl", category, f"{category}_{i}", preset, correct=ok, model_calls=1 + (preset == "full"),
+                   prompt_tokens=100, completion_tokens=10, latency_s=0.5, model="smollm2", server="tether")
+        for i, ok in enumerate(outcomes)
+    ]  # fmt: skip
+
+
+BARE = _records("bare", [True, False, False, False]) + _records("bare", [True, True], "irrelevance")
+FULL = _records("full", [True, True, True, False]) + _records("full", [True, False], "irrelevance")
+
+
+def test_summary_and_pairing() -> None:
+    s = summarize(FULL)
+    assert s["simple_python"].correct == 3 and s["simple_python"].n == 4
+    assert s[ALL].n == 6 and s[ALL].model_calls == 2.0
+    assert s[ALL].low < s[ALL].accuracy < s[ALL].high
+    deltas = compare_groups(BARE, FULL)
+    assert deltas["simple_python"].only_b == 2 and deltas["simple_python"].only_a == 0
+    assert deltas["irrelevance"].only_a == 1
+    assert deltas[ALL].n == 6
+    assert compare_groups(BARE, FULL[:2])[ALL].n == 2  # only shared items are paired
+
+
+def test_html_is_self_contained() -> None:
+    page = html_report({"bare": BARE, "full": FULL}, baseline="bare", title="t <x>")
+    assert page.startswith("<!doctype html>") and "</html>" in page
+    assert "<svg" in page and "<style>" in page
+    assert not re.search(r"<script|<link|src=|https?://", page)
+    assert "t &lt;x&gt;" in page
+    assert "Paired deltas against bare" in page and "McNemar" in page
+    assert "smollm2" in page
+
+
+def test_cli_compare_report_and_scenarios(tmp_path: Path) -> None:
+    paths = []
+    for name, records in (("bare", BARE), ("full", FULL)):
+        store = ResultStore(tmp_path / f"{name}.jsonl")
+        store.extend(records)
+        paths.append(str(store.path))
+    runner = CliRunner()
+    out = runner.invoke(eval_app, ["compare", *paths, "--html", str(tmp_path / "c.html")])
+    assert out.exit_code == 0, out.output
+    assert "full vs bare" in out.output and (tmp_path / "c.html").exists()
+    md = tmp_path / "r.md"
+    rep = runner.invoke(
+        eval_app, ["report", *paths, "--html", str(tmp_path / "r.html"), "--markdown", str(md)]
+    )
+    assert rep.exit_code == 0, rep.output
+    assert "<svg" in (tmp_path / "r.html").read_text()
+    table = md.read_text()
+    assert "| simple_python | 25.0 [" in table and "| full | simple_python | 4 | +50.0 [" in table
+    listing = runner.invoke(eval_app, ["scenarios"])
+    assert (
+        listing.exit_code == 0 and "recovery.transient" in listing.output and "long_context" in listing.output
+    )
+    assert runner.invoke(eval_app, []).exit_code == 2
+    bad = runner.invoke(eval_app, ["--suite", "scenarios", "--preset", "bare,turbo"])
+    assert bad.exit_code == 2 and "turbo" in bad.output

@@ -1,0 +1,209 @@
+"""The suites ``tether eval --suite`` knows, as lists of items that evaluate themselves.
+
+* ``bfcl:<categories>`` — BFCL single-turn categories (:mod:`tether.evals.bfcl`),
+  e.g. ``bfcl:simple,multiple,parallel,irrelevance`` or ``bfcl:live``;
+* ``scenarios[:<tiers>]`` — the bundled multi-step scenarios
+  (:mod:`tether.evals.scenario_spec`), all tiers or e.g. ``scenarios:recovery``.
+
+``--limit N`` with ``--seed S`` keeps a fixed seeded subset of N items per
+category (BFCL) or per tier (scenarios), in the suite's own order; categories are
+interleaved round-robin, so a run stopped early has covered each one evenly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tether.errors import ConfigError
+from tether.evals import bfcl
+from tether.evals.client import ChatClient
+from tether.evals.episode import run_episode
+from tether.evals.records import ItemRecord
+from tether.evals.scenario_spec import TIERS, Scenario, ToolSpecModel, load_suite
+
+__all__ = ["BfclEvalItem", "EvalItem", "RunOptions", "ScenarioEvalItem", "load_items", "suite_name"]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Sampling settings shared by every request of a run (the same for every preset)."""
+
+    temperature: float = 0.0
+    max_tokens: int | None = None
+
+
+class EvalItem(Protocol):
+    """One thing to evaluate; ``evaluate`` fills everything but the run bookkeeping fields."""
+
+    @property
+    def suite(self) -> str: ...
+
+    @property
+    def category(self) -> str: ...
+
+    @property
+    def item_id(self) -> str: ...
+
+    async def evaluate(
+        self, client: ChatClient, preset: str, seed: int, options: RunOptions
+    ) -> ItemRecord: ...
+
+
+@dataclass(frozen=True)
+class BfclEvalItem:
+    item: bfcl.BfclItem
+    suite: str = "bfcl"
+
+    @property
+    def category(self) -> str:
+        return self.item.category
+
+    @property
+    def item_id(self) -> str:
+        return self.item.id
+
+    async def evaluate(self, client: ChatClient, preset: str, seed: int, options: RunOptions) -> ItemRecord:
+        reply = await client.chat(
+            list(self.item.messages),
+            list(self.item.tools),
+            preset,
+            temperature=options.temperature,
+            seed=seed,
+            max_tokens=options.max_tokens,
+        )
+        message = reply.message
+        if reply.error:  # BFCL keeps the error text as the model's result and judges that
+            message = {"role": "assistant", "content": f"Error during inference: {reply.error}"}
+        score = bfcl.score_message(self.item, message)
+        return ItemRecord(
+            suite=self.suite,
+            category=self.category,
+            item_id=self.item_id,
+            preset=preset,
+            correct=score.correct,
+            error=reply.error or score.error,
+            error_type="inference_error" if reply.error else score.error_type,
+            model_calls=reply.model_calls,
+            retries=reply.retries,
+            turns=1,
+            tool_calls=len(reply.tool_calls),
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            cached_tokens=reply.cached_tokens,
+            latency_s=round(reply.latency_s, 3),
+            interventions=_kinds(reply.interventions),
+            output={"content": reply.text or None, "tool_calls": _calls(reply.tool_calls)},
+        )
+
+
+@dataclass(frozen=True)
+class ScenarioEvalItem:
+    scenario: Scenario
+    tier: str
+    library: dict[str, ToolSpecModel]
+    suite: str = "scenarios"
+
+    @property
+    def category(self) -> str:
+        return self.tier
+
+    @property
+    def item_id(self) -> str:
+        return self.scenario.id
+
+    async def evaluate(self, client: ChatClient, preset: str, seed: int, options: RunOptions) -> ItemRecord:
+        result = await run_episode(
+            client,
+            self.scenario,
+            self.library,
+            preset,
+            temperature=options.temperature,
+            seed=seed,
+            max_tokens=options.max_tokens,
+        )
+        return ItemRecord(
+            suite=self.suite,
+            category=self.category,
+            item_id=self.item_id,
+            preset=preset,
+            correct=result.passed,
+            error="; ".join(result.failures)[:1000],
+            error_type="request_failed" if result.error else ("failed_checks" if result.failures else ""),
+            model_calls=result.model_calls,
+            retries=result.retries,
+            turns=result.turns,
+            tool_calls=len(result.calls),
+            tool_errors=result.tool_errors,
+            compactions=result.compactions,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            cached_tokens=result.cached_tokens,
+            interventions=dict(result.interventions),
+            output=result.summary(),
+        )
+
+
+def _kinds(notes: Sequence[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for note in notes:
+        kind = str(note.get("kind"))
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def _calls(calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": (c.get("function") or {}).get("name"),
+            "arguments": (c.get("function") or {}).get("arguments"),
+        }
+        for c in calls
+    ]
+
+
+def suite_name(spec: str) -> str:
+    """A file-name-safe label for a suite spec: ``bfcl:simple,multiple`` → ``bfcl-simple-multiple``."""
+    return "".join(ch if ch.isalnum() or ch in "_-" else "-" for ch in spec).strip("-")
+
+
+def _subset(items: list[Any], limit: int | None, seed: int) -> list[Any]:
+    if limit is None or limit >= len(items):
+        return items
+    picked = sorted(random.Random(seed).sample(range(len(items)), limit))
+    return [items[i] for i in picked]
+
+
+def _interleave(groups: Sequence[Sequence[EvalItem]]) -> list[EvalItem]:
+    """Round-robin over categories, so a run stopped early has covered every category evenly."""
+    out: list[EvalItem] = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out.extend(g[i] for g in groups if i < len(g))
+    return out
+
+
+def load_items(spec: str, *, limit: int | None = None, seed: int = 0) -> list[EvalItem]:
+    """The items of a ``--suite`` spec (``bfcl:...`` or ``scenarios[:tiers]``)."""
+    kind, _, rest = spec.partition(":")
+    if kind == "bfcl":
+        per_category = [
+            [BfclEvalItem(i) for i in bfcl.select(bfcl.load_items(category), limit, seed)]
+            for category in bfcl.parse_categories(rest)
+        ]
+        return _interleave(per_category)
+    if kind == "scenarios":
+        tiers = [t.strip() for t in rest.split(",") if t.strip()] or list(TIERS)
+        unknown = [t for t in tiers if t not in TIERS]
+        if unknown:
+            raise ConfigError(f"unknown scenario tier(s) {unknown}; tiers: {', '.join(TIERS)}")
+        per_tier: list[list[EvalItem]] = []
+        for f in load_suite():
+            if f.tier in tiers:
+                library = dict(f.tools)
+                per_tier.append(
+                    _subset([ScenarioEvalItem(sc, f.tier, library) for sc in f.scenarios], limit, seed)
+                )
+        return _interleave(per_tier)
+    raise ConfigError(f"unknown suite {spec!r}; use bfcl:<categories> or scenarios[:<tiers>]")
