@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +19,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def smollm() -> Iterator[LlamaCppEngine]:
-    engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096)
+    # TETHER_TEST_THREADS=1 when another llama.cpp process shares the cores: two 2-thread processes on
+    # 2 cores spin against each other and both slow down tens of times; one thread each does not.
+    threads = int(os.environ.get("TETHER_TEST_THREADS", "0")) or None
+    engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096, n_threads=threads)
     yield engine
     engine.close()

@@ -14,6 +14,11 @@ breaks the rules again, blocked calls are dropped and, when nothing is left, the
 reply becomes text naming what is missing (``finish_reason: "stop"``). Everything is
 reported in ``FinishOut.interventions``. Sessions expire ``ttl_s`` after last use and
 at most ``max_sessions`` are kept (least recently used evicted).
+
+A session created with ``"steer": "next_step"`` also narrows each request whose
+``tool_choice`` is ``auto`` or ``required`` to the next pending step's tool (then
+the terminal tool), as ``WorkflowRunner(steer="next_step")`` does: blocking alone
+cannot stop a small model from repeating a finished step.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tether.chat import Message
 from tether.errors import ConfigError, ContextOverflowError, InvalidRequestError
-from tether.proxy.core import CallOut, ChatCore, CoreEvent, FinishOut, Prepared, TextOut, Usage
+from tether.proxy.core import CallOut, ChatCore, ChatJob, CoreEvent, FinishOut, Prepared, TextOut, Usage
 from tether.workflows.enforcement import CallLike, Enforcement, check_calls, observe
 from tether.workflows.loader import workflow_from_mapping
 from tether.workflows.spec import Workflow
@@ -43,6 +48,7 @@ __all__ = [
     "Session",
     "SessionCreate",
     "SessionNotFoundError",
+    "SessionSteer",
     "SessionStore",
     "enforced_run",
     "router",
@@ -53,6 +59,7 @@ log = structlog.get_logger(__name__)
 
 SESSION_HEADER = "X-Tether-Session"
 WORKFLOW_HEADER = "X-Tether-Workflow"
+SessionSteer = Literal["off", "next_step"]
 
 
 class SessionNotFoundError(InvalidRequestError):
@@ -72,11 +79,13 @@ class Session:
     created: float
     last_used: float
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    steer: SessionSteer = "off"
 
     def describe(self, ttl_s: float, now: float) -> dict[str, Any]:
         return {
             "session_id": self.id,
             "workflow": self.workflow.name,
+            "steer": self.steer,
             "expires_in_s": max(0.0, round(self.last_used + ttl_s - now, 3)),
             "state": self.state.snapshot(),
         }
@@ -117,7 +126,9 @@ class SessionStore:
             del self._sessions[sid]
             log.info("session_expired", session=sid)
 
-    def create(self, workflow: str | Workflow, session_id: str | None = None) -> Session:
+    def create(
+        self, workflow: str | Workflow, session_id: str | None = None, *, steer: SessionSteer = "off"
+    ) -> Session:
         """Attach ``workflow`` (a registered name or a ``Workflow``) to a new or reset session."""
         if isinstance(workflow, str):
             found = self.workflows.get(workflow)
@@ -131,12 +142,12 @@ class SessionStore:
         sid = session_id or secrets.token_urlsafe(16)
         now = self._clock()
         self._sessions.pop(sid, None)
-        session = Session(sid, workflow, WorkflowState(workflow), now, now)
+        session = Session(sid, workflow, WorkflowState(workflow), now, now, steer=steer)
         self._sessions[sid] = session
         while len(self._sessions) > self.max_sessions:
             old, _ = self._sessions.popitem(last=False)
             log.info("session_evicted", session=old)
-        log.info("session_created", session=sid, workflow=workflow.name)
+        log.info("session_created", session=sid, workflow=workflow.name, steer=steer)
         return session
 
     def get(self, session_id: str) -> Session | None:
@@ -177,6 +188,21 @@ class SessionStore:
             log.info("session_observed", session=session_id, new_results=new)
         return session
 
+    def steer(self, session_id: str, job: ChatJob) -> tuple[ChatJob, dict[str, Any] | None]:
+        """``job`` with ``tool_choice`` narrowed to the session's next tool when the session steers,
+        the client left the choice open (``auto``/``required``) and offered that tool."""
+        session = self.observe(session_id, job.messages)
+        if session.steer != "next_step" or job.tool_choice not in ("auto", "required"):
+            return job, None
+        step = session.state.next_step()
+        terminal = session.workflow.terminal
+        tool = step.tool if step is not None else (terminal[0] if len(terminal) == 1 else None)
+        if tool is None or not any(t.name == tool for t in job.tools):
+            return job, None
+        log.info("session_steered", session=session_id, tool=tool)
+        note = {"kind": "workflow_steered", "detail": f"tool_choice {job.tool_choice!r} -> {tool!r}"}
+        return replace(job, tool_choice=tool), note
+
     def check_reply(
         self, session_id: str, messages: Sequence[Message], calls: Sequence[CallLike]
     ) -> Enforcement:
@@ -212,17 +238,22 @@ async def _collect(core: ChatCore, prepared: Prepared) -> AsyncIterator[CoreEven
 
 
 async def enforced_run(
-    core: ChatCore, prepared: Prepared, store: SessionStore, session_id: str
+    core: ChatCore,
+    prepared: Prepared,
+    store: SessionStore,
+    session_id: str,
+    notes: Sequence[dict[str, Any]] = (),
 ) -> AsyncIterator[CoreEvent]:
     """``core.run(prepared)`` under the session's workflow (see the module doc for the policy).
 
     Text streams as it comes (a regenerated turn's text only when the first sent none);
-    tool calls are held until the reply is checked.
+    tool calls are held until the reply is checked. ``notes`` are interventions made before the
+    run (steering); they lead the reply's list.
     """
     job = prepared.job
     store.observe(session_id, job.messages)
     current = prepared
-    notes: list[dict[str, Any]] = []
+    notes = list(notes)
     first_usage: Usage | None = None
     completion = 0
     sent_text = False
@@ -291,6 +322,10 @@ class SessionCreate(BaseModel):
 
     workflow: str | dict[str, Any]
     session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+    steer: SessionSteer = Field(
+        default="off",
+        description="next_step: narrow an open tool_choice to the next pending step's tool, then the terminal.",
+    )
 
 
 def store_of(request: Request) -> SessionStore:
@@ -312,7 +347,7 @@ async def create_session(body: SessionCreate, request: Request) -> dict[str, Any
             raise InvalidRequestError(exc.message, param="workflow") from None
     else:
         workflow = body.workflow
-    session = store.create(workflow, body.session_id)
+    session = store.create(workflow, body.session_id, steer=body.steer)
     return store.describe(session.id)
 
 

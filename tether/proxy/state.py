@@ -39,7 +39,9 @@ class AppState:
         if self.config.compaction:
             job, _ = compact_job(self.core, job)
         if session is not None and self.sessions is not None:
-            return enforced_run(self.core, self.core.prepare(job), self.sessions, session)
+            job, steered = self.sessions.steer(session, job)
+            notes = [steered] if steered else []
+            return enforced_run(self.core, self.core.prepare(job), self.sessions, session, notes)
         if self.server_tools is None:
             return self.core.run(self.core.prepare(job))
         first = self.core.prepare(self.server_tools.offer(job))

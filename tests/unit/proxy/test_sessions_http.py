@@ -86,3 +86,48 @@ async def test_premature_terminal_call_is_blocked_then_allowed_after_the_step() 
             json={"model": "scripted", "messages": messages, "tools": TOOLS},
         )
         assert missing.status_code == 404
+
+
+async def test_steering_session_narrows_an_open_tool_choice_to_the_next_step() -> None:
+    engine = ScriptedEngine(
+        [
+            call("read_file", {"path": "a.txt"}),
+            call("submit", {"text": "done"}),
+            call("read_file", {"path": "b.txt"}),
+        ]
+    )
+    app = create_app(ServerConfig(), Scheduler([engine]))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        made = await http.post(
+            "/v1/tether/sessions", json={"workflow": WORKFLOW, "session_id": "s2", "steer": "next_step"}
+        )
+        assert made.status_code == 201 and made.json()["steer"] == "next_step", made.text
+        headers = {"X-Tether-Session": "s2"}
+        messages: list[dict[str, object]] = [{"role": "user", "content": "write the report"}]
+        body = {"model": "scripted", "messages": messages, "tools": TOOLS, "tool_choice": "required"}
+        first = (await http.post("/v1/chat/completions", headers=headers, json=body)).json()
+        notes = first["tether"]["interventions"]
+        assert {"kind": "workflow_steered", "detail": "tool_choice 'required' -> 'read_file'"} in notes
+        calls = first["choices"][0]["message"]["tool_calls"]
+        messages += [
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": calls[0]["id"], "content": "numbers"},
+        ]
+        second = (await http.post("/v1/chat/completions", headers=headers, json=body)).json()
+        assert {"kind": "workflow_steered", "detail": "tool_choice 'required' -> 'submit'"} in second[
+            "tether"
+        ]["interventions"]
+        # A client that names a function keeps its choice.
+        named = {**body, "tool_choice": {"type": "function", "function": {"name": "read_file"}}}
+        third = (await http.post("/v1/chat/completions", headers=headers, json=named)).json()
+        assert third["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "read_file"
+        assert not [
+            i for i in third.get("tether", {}).get("interventions", []) if i["kind"] == "workflow_steered"
+        ]
+
+
+async def test_session_steer_value_is_validated() -> None:
+    app = create_app(ServerConfig(), Scheduler([ScriptedEngine([])]))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        bad = await http.post("/v1/tether/sessions", json={"workflow": WORKFLOW, "steer": "always"})
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "steer", bad.text
