@@ -1,5 +1,5 @@
 # tether developer commands. `make serve` and `make test` work on a fresh machine.
-.PHONY: setup serve test test-fast test-clients lint bench eval clean
+.PHONY: setup setup-test serve test test-fast test-clients lint bench eval clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -15,12 +15,17 @@ lint: setup
 	$(VENV)/bin/ruff format --check tether
 	$(VENV)/bin/mypy
 
-test: setup lint
-	$(VENV)/bin/pytest -W error -q -m "not clients" $(ARGS)
-
-# Real coding clients (opencode, Continue CLI, aider) against tether serve; installs them first.
-test-clients: setup
+# What the whole suite needs beyond `setup`: the MLX engine (and the bundled model converted to MLX) and
+# the real coding clients (opencode, Continue CLI, aider), all project-local and idempotent.
+setup-test: setup
+	scripts/install_mlx.sh
 	scripts/install_clients.sh
+
+test: setup-test lint
+	$(VENV)/bin/pytest -W error -q -rs $(ARGS)
+
+# Only the real coding clients against tether serve (-rA shows the interventions each run recorded).
+test-clients: setup-test
 	$(VENV)/bin/pytest -W error -q -m clients tests/clients -rA $(ARGS)
 
 test-fast:

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,15 +194,26 @@ class ClientRun:
     stderr: str
     seconds: float
     timed_out: bool
+    stopped: bool = False  # ended by ``stop_when``, not by the client itself
 
     def tail(self, n: int = 3000) -> str:
         return f"exit {self.returncode}; stdout:\n{self.stdout[-n:]}\nstderr:\n{self.stderr[-n:]}"
 
 
 def run_client(
-    netns: Netns, cmd: Sequence[str], *, env: dict[str, str], cwd: Path, timeout: float
+    netns: Netns,
+    cmd: Sequence[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    stop_when: Callable[[], bool] | None = None,
 ) -> ClientRun:
-    """Run a client to completion (its own process group, killed whole on timeout)."""
+    """Run a client to completion (its own process group, killed whole on timeout).
+
+    ``stop_when`` is polled every second; once it is true the client is stopped (``stopped``), which
+    bounds an agent loop that a small model never ends by itself.
+    """
     started = time.monotonic()
     proc = subprocess.Popen(
         netns.wrap(cmd),
@@ -213,19 +224,26 @@ def run_client(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    timed_out = False
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+    timed_out = stopped = False
+    deadline = started + timeout
+    while True:
+        try:
+            out, err = proc.communicate(timeout=1.0 if stop_when is not None else timeout)
+            break
+        except subprocess.TimeoutExpired:
+            stopped = stop_when is not None and stop_when()
+            timed_out = not stopped and time.monotonic() >= deadline
+            if stopped or timed_out:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+                break
     return ClientRun(
         proc.returncode,
         out.decode(errors="replace"),
         err.decode(errors="replace"),
         round(time.monotonic() - started, 2),
         timed_out,
+        stopped,
     )
 
 

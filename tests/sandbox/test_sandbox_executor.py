@@ -213,7 +213,9 @@ def test_run_as_non_root_uses_rlimit_in_user_namespace(bwrap_problem: str | None
         pytest.skip("no system python of the same version to run the executor as another user")
     repo = Path(__file__).resolve().parents[2]
     site = next(p for p in sys.path if p.endswith("site-packages"))
-    blocked = [str(d) for p in (Path(repo), Path(site)) for d in (p, *p.parents) if not d.stat().st_mode & 0o001]
+    blocked = [
+        str(d) for p in (Path(repo), Path(site)) for d in (p, *p.parents) if not d.stat().st_mode & 0o001
+    ]
     if blocked:
         # e.g. a checkout under a 0700 mktemp dir: uid 65534 cannot import tether from there at all.
         pytest.skip(f"{blocked[0]} is not searchable by other users, so uid 65534 cannot import tether")

@@ -13,6 +13,10 @@ Kinds:
 * ``args_coerced`` / ``args_defaulted`` / ``args_invalid``: argument checks;
 * ``retry``: a retry was requested (``detail`` holds the reason and tier);
 * ``failed``: retries ran out; ``unknown_tool_text``: the turn became the error text.
+
+Serving path only (``tether.proxy.guard``): ``rescued`` / ``rescue_disabled`` (a malformed call was
+repaired, or left as text under a preset without rescue), ``args_repaired`` (regenerated under the
+schema grammar), ``duplicate_dropped`` (a call identical to an earlier one in the same reply).
 """
 
 from __future__ import annotations
@@ -39,6 +43,10 @@ KINDS: frozenset[str] = frozenset(
         "retry",
         "failed",
         "unknown_tool_text",
+        "rescued",
+        "rescue_disabled",
+        "args_repaired",
+        "duplicate_dropped",
     }
 )
 

@@ -43,14 +43,23 @@ class GuardConfig:
     repick: bool = True
     validate: bool = True
     repair: bool = True
+    dedupe: bool = True  # drop a call identical (name and arguments) to an earlier one in the same reply
 
 
 # Ablation presets, each adding one layer to the previous (the eval CLI names them the same way).
 PRESETS: dict[str, GuardConfig] = {
-    "bare": GuardConfig("off", rescue=False, resolve=False, repick=False, validate=False, repair=False),
-    "names": GuardConfig("names", rescue=False, resolve=False, repick=False, validate=False, repair=False),
-    "resolve": GuardConfig("names", rescue=False, resolve=True, repick=True, validate=False, repair=False),
-    "rescue": GuardConfig("names", rescue=True, resolve=True, repick=True, validate=False, repair=False),
+    "bare": GuardConfig(
+        "off", rescue=False, resolve=False, repick=False, validate=False, repair=False, dedupe=False
+    ),
+    "names": GuardConfig(
+        "names", rescue=False, resolve=False, repick=False, validate=False, repair=False, dedupe=False
+    ),
+    "resolve": GuardConfig(
+        "names", rescue=False, resolve=True, repick=True, validate=False, repair=False, dedupe=False
+    ),
+    "rescue": GuardConfig(
+        "names", rescue=True, resolve=True, repick=True, validate=False, repair=False, dedupe=False
+    ),
     "full": GuardConfig("names"),
     "strict": GuardConfig("strict"),
 }
@@ -141,6 +150,8 @@ class CallGuard:
                 args, more = await self._arguments(messages, by_name[name], call, args, config, priority)
                 notes.extend(more)
             out.append(FixedCall(name, args))
+        if config.dedupe:
+            out = _dedupe(out, notes)
         for note in notes:
             self.stats.record(note)
         return GuardOutcome(tuple(out), "\n".join(t for t in text if t), tuple(notes))
@@ -235,6 +246,21 @@ class CallGuard:
         except json.JSONDecodeError:
             return None
         return value if isinstance(value, dict) else None
+
+
+def _dedupe(calls: list[FixedCall], notes: list[Intervention]) -> list[FixedCall]:
+    """Small models loop on a call (the same read ten times until max_tokens); the copies do nothing
+    but repeat a side effect, and clients such as opencode reject the batch as a doom loop."""
+    seen: dict[str, int] = {}
+    kept: list[FixedCall] = []
+    for i, call in enumerate(calls):
+        key = call.name + "\0" + json.dumps(call.arguments, sort_keys=True, ensure_ascii=False)
+        if key in seen:
+            notes.append(Intervention("duplicate_dropped", f"call {i} repeats call {seen[key]}", call.name))
+            continue
+        seen[key] = i
+        kept.append(call)
+    return kept
 
 
 def preset(name: str) -> GuardConfig:

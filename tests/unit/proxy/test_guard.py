@@ -98,6 +98,24 @@ async def test_unrepairable_arguments_are_reported_precisely(scripted) -> None:
     assert "path" in notes[-1]["detail"] and "required" in notes[-1]["detail"]
 
 
+def calls(*pairs: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps({"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]})
+
+
+async def test_identical_calls_in_one_reply_are_dropped(scripted) -> None:
+    a, b = ("read_file", {"path": "a.txt", "limit": 2}), ("read_file", {"path": "b.txt"})
+    looping = calls(a, b, ("read_file", {"limit": 2, "path": "a.txt"}), a, b)
+    client, _ = scripted([looping])
+    r = (await client.post("/v1/chat/completions", json=body())).json()
+    got = [json.loads(tc["function"]["arguments"]) for tc in r["choices"][0]["message"]["tool_calls"]]
+    assert got == [a[1], b[1]]
+    assert kinds(r) == ["duplicate_dropped"] * 3
+    # Below "full" the copies pass as written (the eval's ablation presets keep layers apart).
+    client, _ = scripted([looping])
+    r = (await client.post("/v1/chat/completions", json=body(preset="rescue"))).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 5
+
+
 async def test_bare_preset_passes_the_model_output_through(scripted) -> None:
     client, engines = scripted([call("Read", {"path": "a.txt", "limit": "5"})])
     r = (await client.post("/v1/chat/completions", json=body(preset="bare"))).json()
