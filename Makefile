@@ -34,5 +34,11 @@ test-fast:
 bench: setup
 	$(PY) -m benchmarks.bench_serve
 
+# The published BFCL numbers (docs/evals.md); resumable: finished items are skipped.
+eval: setup
+	$(VENV)/bin/tether eval --suite bfcl:simple_python,multiple,parallel,irrelevance --limit 100 --seed 0 \
+		--preset bare,names,resolve,rescue,full,strict --ctx 4096 --max-tokens 256 \
+		--out 'results/eval/published/{suite}.{preset}.jsonl' $(ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
