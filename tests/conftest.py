@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 import httpx
 import pytest
+import structlog
 
 from tether.config import ServerConfig
 from tether.engine.scheduler import Scheduler
@@ -14,6 +15,15 @@ from tether.engine.scripted import Reply, ScriptedEngine
 from tether.proxy.app import create_app
 
 AppFactory = Callable[..., httpx.AsyncClient]
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog() -> Iterator[None]:
+    """Code under test may call ``configure_logging`` (the eval CLI sets level warning); structlog's
+    configuration is process-global, so put it back for the tests that capture info events."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 def make_client(

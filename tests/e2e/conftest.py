@@ -1,4 +1,9 @@
-"""A real ``tether serve`` process on a free loopback port, on the bundled model."""
+"""A real ``tether serve`` process on a free loopback port, on the bundled model.
+
+Parametrized over engines: llama.cpp on the GGUF, and MLX (``--engine mlx``) on the same model
+converted once into the MLX cache; the MLX run is skipped where ``mlx``/``mlx-lm`` are not installed
+(``scripts/install_mlx.sh``).
+"""
 
 from __future__ import annotations
 
@@ -26,8 +31,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def server() -> Iterator[str]:
+def _engine_args(engine: str) -> list[str]:
+    if engine == "llama":
+        return []
+    from tether.engine.locate import bundled_model_path
+    from tether.engine.mlx import mlx_available
+
+    if not mlx_available():
+        pytest.skip("mlx / mlx-lm are not installed (scripts/install_mlx.sh)")
+    from tether.engine.mlx.convert import cached_gguf_to_mlx
+
+    return ["--engine", "mlx", "--model", str(cached_gguf_to_mlx(bundled_model_path()))]
+
+
+@pytest.fixture(scope="session", params=["llama", "mlx"])
+def server(request: pytest.FixtureRequest) -> Iterator[str]:
     port = free_port()
     cmd = [
         sys.executable,
@@ -40,6 +58,7 @@ def server() -> Iterator[str]:
         "4096",
         "--constrain",
         "strict",
+        *_engine_args(request.param),
     ]
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, "NO_COLOR": "1"})

@@ -1,4 +1,4 @@
-"""The official openai SDK against ``tether serve`` on the bundled model."""
+"""The official openai SDK against ``tether serve`` on the bundled model, on llama.cpp and on MLX."""
 
 from __future__ import annotations
 
