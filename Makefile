@@ -22,7 +22,7 @@ setup-test: setup
 	scripts/install_clients.sh
 
 test: setup-test lint
-	$(VENV)/bin/pytest -W error -q -rs $(ARGS)
+	$(VENV)/bin/pytest -W error -q -rs --durations=20 $(ARGS)
 
 # Only the real coding clients against tether serve (-rA shows the interventions each run recorded).
 test-clients: setup-test
