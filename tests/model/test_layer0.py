@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from tether.chat import Message
 from tether.engine.base import SamplingParams, Token
 from tether.engine.llama_cpp import LlamaCppEngine
+from tether.engine.prompt import build_prompt
 from tether.engine.template import ChatTemplate
 from tether.evals.name_fix import CASES, TOOLS, run_name_fix
+from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats import get_format
+from tether.grammar.formats.base import ToolSpec
+from tether.grammar.masks import MaskCache
 from tether.grammar.provider import ConstraintProvider
 
 
@@ -41,3 +46,38 @@ def test_name_fix_set(smollm: LlamaCppEngine) -> None:
     assert strict.calls >= 45 and strict.not_offered == 0, strict
     # Strict mode: every call validates against its tool's schema.
     assert strict.invalid_args == 0, strict
+
+
+def test_forced_text_follows_the_models_own_tokenization(smollm: LlamaCppEngine) -> None:
+    """The generic grammar forces ``{"`` first. Unfiltered, SmolLM2 walks it as ``{`` + ``"`` (a
+    tokenization it never saw in training, after which it prefers the text answer); the canonical
+    masks leave only its own ``{"`` token."""
+    fmt = get_format("generic")
+    tool = ToolSpec(
+        "calculate_triangle_area",
+        "Calculate the area of a triangle given its base and height.",
+        {
+            "type": "object",
+            "properties": {"base": {"type": "integer"}, "height": {"type": "integer"}},
+            "required": ["base", "height"],
+        },
+    )
+    template = ChatTemplate(smollm.info.chat_template)
+    question = "Find the area of a triangle with a base of 10 units and height of 5 units."
+    prompt = build_prompt(template, fmt, [Message(role="user", content=question)], [tool])
+    ids = smollm.tokenize(prompt)
+    provider = ConstraintProvider(smollm)
+    params = SamplingParams(max_tokens=12, temperature=0.0)
+    plan, _ = provider.plan(fmt, [tool], "names", required=False, parallel=True)
+    first: dict[bool, list[int]] = {}
+    for canonical in (True, False):
+        c = ToolConstraint(
+            plan, provider.vocab, MaskCache(plan.automaton, provider.vocab, canonical=canonical), len(ids)
+        )
+        first[canonical] = [
+            ev.id for ev in smollm.generate(ids, params, logits_processor=c) if isinstance(ev, Token)
+        ]
+    brace_quote = smollm.tokenize('{"tool_calls', special=False)[0]
+    assert smollm.detokenize([brace_quote]) == '{"'
+    assert first[True][0] == brace_quote
+    assert smollm.detokenize(first[False][:1]) == "{"  # the failure the filter exists for

@@ -5,6 +5,11 @@ own token set inside a schema part; for a self-looping state, every token made
 only of loop bytes is allowed wholesale (numpy over precomputed runs) and only
 the rest is stepped; otherwise only tokens whose first byte can be accepted are
 stepped. Nothing scans the whole vocabulary in Python on a hot path.
+
+Where the grammar forces text (``{"`` before the ``tool_calls``/``response``
+branch, a lone tool's name), only tokens that cover the longest vocabulary
+prefix of that text stay allowed: a model walked through ``{`` + ``"`` instead of
+its usual ``{"`` is off its training distribution and decides differently.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ import numpy.typing as npt
 from tether.grammar.automata import Automaton, State, run_bytes
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["Mask", "MaskCache"]
+__all__ = ["Mask", "MaskCache", "forced_text"]
+
+_FORCED_LIMIT = 64  # bytes of forced text looked at; longer runs are rare and tokens are shorter
+_SMALL_SET = 512  # forced text is only looked for where few tokens are allowed
 
 
 @dataclass(frozen=True)
@@ -47,13 +55,36 @@ class Mask:
         return self.allowed is not None and self.allowed.size == 0
 
 
-class MaskCache:
-    """Masks for one automaton over one vocabulary, keyed by state (LRU-bounded)."""
+def forced_text(automaton: Automaton, state: State, limit: int = _FORCED_LIMIT) -> bytes:
+    """The bytes every continuation from ``state`` starts with (empty at a branch or a final state)."""
+    out = bytearray()
+    while len(out) < limit and not automaton.is_final(state):
+        first = automaton.first_bytes(state)
+        nexts = [
+            (b, t)
+            for b in (range(256) if first is None else first)
+            if (t := automaton.step(state, b)) is not None
+        ]
+        if len(nexts) != 1:
+            break
+        byte, state = nexts[0]
+        out.append(byte)
+    return bytes(out)
 
-    def __init__(self, automaton: Automaton, vocab: TokenVocab, *, max_states: int = 4096) -> None:
+
+class MaskCache:
+    """Masks for one automaton over one vocabulary, keyed by state (LRU-bounded).
+
+    ``canonical`` (default on) keeps forced text on the model's own tokenization (see the module doc).
+    """
+
+    def __init__(
+        self, automaton: Automaton, vocab: TokenVocab, *, max_states: int = 4096, canonical: bool = True
+    ) -> None:
         self.automaton = automaton
         self.vocab = vocab
         self.max_states = max_states
+        self.canonical = canonical
         self._cache: OrderedDict[State, npt.NDArray[np.int32]] = OrderedDict()
         self.computed = 0
         self._lock = threading.Lock()
@@ -96,7 +127,27 @@ class MaskCache:
         parts = [sure, np.asarray(keep, dtype=np.int32)]
         if a.is_final(state):
             parts.append(np.asarray(sorted(vocab.eos_ids), dtype=np.int32))
-        return np.unique(np.concatenate(parts))
+        ids = np.unique(np.concatenate(parts))
+        if self.canonical and 1 < ids.size <= _SMALL_SET:
+            ids = self._longest_cover(state, ids)
+        return ids
+
+    def _longest_cover(self, state: State, ids: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+        """Drop tokens that stop inside the forced text short of the longest token that fits it."""
+        forced = forced_text(self.automaton, state)
+        if not forced:
+            return ids
+        lengths = self.vocab.lengths[ids]
+        pieces = self.vocab.pieces
+        inside = [
+            n
+            for tid, n in zip(ids.tolist(), lengths.tolist(), strict=True)
+            if n <= len(forced) and forced.startswith(pieces[tid])
+        ]
+        if not inside:
+            return ids
+        kept: npt.NDArray[np.int32] = ids[lengths >= max(inside)]
+        return kept
 
     def mask(self, state: State) -> Mask:
         """The allowed set in its cheapest-to-apply form (see ``Mask``)."""

@@ -16,7 +16,9 @@ Kinds:
 
 Serving path only (``tether.proxy.guard``): ``rescued`` / ``rescue_disabled`` (a malformed call was
 repaired, or left as text under a preset without rescue), ``args_repaired`` (regenerated under the
-schema grammar), ``duplicate_dropped`` (a call identical to an earlier one in the same reply).
+schema grammar), ``duplicate_dropped`` (a call identical to an earlier one in the same reply), ``placeholder_dropped``
+(under ``tool_choice: auto``, a call whose arguments hold the format prompt's example value, which no
+message mentions: the model had no value to give).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ KINDS: frozenset[str] = frozenset(
         "rescue_disabled",
         "args_repaired",
         "duplicate_dropped",
+        "placeholder_dropped",
     }
 )
 

@@ -278,7 +278,13 @@ class ChatCore:
             extra = ""
         else:
             outcome = await self.guard.fix(
-                job.guard, job.messages, prepared.tools, calls, priority=job.priority
+                job.guard,
+                job.messages,
+                prepared.tools,
+                calls,
+                priority=job.priority,
+                placeholders=prepared.fmt.placeholders,
+                required=job.tool_choice != "auto",
             )
             fixed = [(c.name, c.arguments) for c in outcome.calls]
             notes, extra = outcome.interventions, outcome.text

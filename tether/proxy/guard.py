@@ -102,7 +102,11 @@ class CallGuard:
         calls: Sequence[ParsedCall],
         *,
         priority: int = 0,
+        placeholders: Sequence[str | float] = (),
+        required: bool = False,
     ) -> GuardOutcome:
+        """Checked calls. ``placeholders``: the format's example values (see ``ToolCallFormat``);
+        ``required``: the client demands a call, so a doubtful one is flagged, not dropped."""
         by_name = {t.name: t for t in tools}
         names = [t.name for t in tools]
         out: list[FixedCall] = []
@@ -147,6 +151,15 @@ class CallGuard:
                 continue
             args = dict(call.arguments)
             if config.validate:
+                copied = _copied_placeholders(args, placeholders, messages)
+                if copied:
+                    # The model had no value and copied the prompt's example: a wrong guess is worse
+                    # than no guess (repairing it would only invent another value).
+                    detail = f"{', '.join(copied)}: the prompt's example value, not one from the conversation"
+                    kind = "args_invalid" if required else "placeholder_dropped"
+                    notes.append(Intervention(kind, detail, name, args, None))
+                    if not required:
+                        continue
                 args, more = await self._arguments(messages, by_name[name], call, args, config, priority)
                 notes.extend(more)
             out.append(FixedCall(name, args))
@@ -261,6 +274,42 @@ def _dedupe(calls: list[FixedCall], notes: list[Intervention]) -> list[FixedCall
         seen[key] = i
         kept.append(call)
     return kept
+
+
+def _copied_placeholders(
+    args: dict[str, Any], placeholders: Sequence[str | float], messages: Sequence[Message]
+) -> list[str]:
+    """Paths of arguments equal to a placeholder (strings case-insensitively) that no message mentions."""
+    said = "\n".join(m.content for m in messages).casefold()
+    unsaid = [p for p in placeholders if str(p).casefold() not in said]
+    texts = {p.casefold() for p in unsaid if isinstance(p, str)}
+    numbers = [p for p in unsaid if not isinstance(p, str)]
+    found: list[str] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, str):
+            hit = value.strip().casefold() in texts
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            hit = value in numbers
+        else:
+            hit = False
+            items = (
+                value.items()
+                if isinstance(value, dict)
+                else enumerate(value)
+                if isinstance(value, list)
+                else ()
+            )
+            for key, item in items:
+                walk(
+                    item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+                )
+        if hit:
+            found.append(path)
+
+    if unsaid:
+        walk(args, "")
+    return found
 
 
 def preset(name: str) -> GuardConfig:

@@ -10,10 +10,11 @@ import jsonschema
 import numpy as np
 import pytest
 
+from tether.grammar.automata import run_bytes
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.masks import MaskCache
+from tether.grammar.masks import MaskCache, forced_text
 from tether.grammar.plan import build_plan
 from tether.grammar.regex import RegexCompiler
 from tether.grammar.vocab import TokenVocab
@@ -281,3 +282,39 @@ def test_dead_end_ends_generation_instead_of_failing_open() -> None:
 def test_every_json_or_inline_format_builds(fmt: str) -> None:
     _vocab, c = constraint_for(fmt)
     assert c.plan.automaton is not None
+
+
+def test_forced_text_is_the_shared_prefix_of_every_branch() -> None:
+    vocab = make_vocab()
+    plan = build_plan(get_format("generic"), TOOLS, "names", RegexCompiler(vocab))
+    a = plan.automaton
+    assert forced_text(a, a.start()) == b'{"'
+    after = run_bytes(a, a.start(), b'{"')
+    assert forced_text(a, after) == b""  # the tool_calls / response branch
+    lone = build_plan(get_format("generic"), TOOLS[:1], "names", RegexCompiler(vocab), required=True)
+    state = run_bytes(lone.automaton, lone.automaton.start(), b'{"tool_calls": [{"name": "')
+    assert forced_text(lone.automaton, state) == b'read_file", "arguments": {'
+
+
+@pytest.mark.parametrize("canonical", [True, False])
+def test_forced_text_keeps_the_longest_token(canonical: bool) -> None:
+    vocab = make_vocab()
+    plan = build_plan(get_format("generic"), TOOLS, "names", RegexCompiler(vocab))
+    allowed = {
+        vocab.pieces[t]
+        for t in MaskCache(plan.automaton, vocab, canonical=canonical).allowed(plan.automaton.start())
+    }
+    assert b'{"' in allowed
+    assert (b"{" in allowed) is not canonical
+
+
+def test_a_model_preferring_short_tokens_is_walked_through_the_long_one() -> None:
+    """The 'model' ranks ``{`` over ``{"``; canonical masks leave it only ``{"`` at the start."""
+    vocab, c = constraint_for("generic")
+    ids = np.asarray([1, 1, 1], dtype=np.intc)
+    logits = np.full(vocab.size, -5.0, dtype=np.single)
+    short, long = vocab.ids_for(b"{")[0], vocab.ids_for(b'{"')[0]
+    logits[short], logits[long] = 3.0, 2.0
+    out = c(ids, logits.copy())
+    assert int(np.argmax(out)) == long
+    assert not np.isfinite(out[short])

@@ -309,5 +309,5 @@ def test_every_emitted_kind_is_declared() -> None:
     guard.check(completion(None, [call("frobnicate", {})]))
     guard.check(completion(None, [call("read_file", {"path": 1.5})]), attempt=1)
     text_guard.check(completion(None, [call("frobnicate", {})]))
-    serving_only = {"rescued", "rescue_disabled", "args_repaired", "duplicate_dropped"}
+    serving_only = {"rescued", "rescue_disabled", "args_repaired", "duplicate_dropped", "placeholder_dropped"}
     assert set(stats.interventions) == KINDS - {"repick", "args_defaulted"} - serving_only

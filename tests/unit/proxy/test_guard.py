@@ -116,6 +116,39 @@ async def test_identical_calls_in_one_reply_are_dropped(scripted) -> None:
     assert len(r["choices"][0]["message"]["tool_calls"]) == 5
 
 
+async def test_a_call_holding_the_prompts_placeholder_is_dropped(scripted) -> None:
+    """The generic prompt's example call shows "example" for strings; a model without a value copies it."""
+    copied = call("read_file", {"path": "example", "limit": 2})
+    client, _ = scripted([copied])
+    r = (await client.post("/v1/chat/completions", json=body())).json()
+    message = r["choices"][0]["message"]
+    assert not message.get("tool_calls") and r["choices"][0]["finish_reason"] == "stop"
+    assert kinds(r) == ["placeholder_dropped"]
+    assert "path" in r["tether"]["interventions"][0]["detail"]
+    # A value the conversation mentions is the user's, not the prompt's.
+    said = {**body(), "messages": [{"role": "user", "content": "Show the file named Example"}]}
+    client, _ = scripted([copied])
+    r = (await client.post("/v1/chat/completions", json=said)).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and kinds(r) == []
+    # When the client demands a call it gets one, flagged.
+    client, _ = scripted([copied])
+    r = (await client.post("/v1/chat/completions", json={**body(), "tool_choice": "required"})).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and kinds(r) == ["args_invalid"]
+    # Its number placeholder (1.5) counts too, in nested values, unless the conversation says it.
+    nested = call("run_command", {"command": "ls", "opts": {"scale": 1.5}})
+    client, _ = scripted([nested])
+    r = (await client.post("/v1/chat/completions", json=body())).json()
+    assert kinds(r) == ["placeholder_dropped"] and "opts.scale" in r["tether"]["interventions"][0]["detail"]
+    said = {**body(), "messages": [{"role": "user", "content": "run ls at scale 1.5"}]}
+    client, _ = scripted([nested])
+    r = (await client.post("/v1/chat/completions", json=said)).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 1
+    # Below "full" arguments are not checked at all.
+    client, _ = scripted([copied])
+    r = (await client.post("/v1/chat/completions", json=body(preset="rescue"))).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 1
+
+
 async def test_bare_preset_passes_the_model_output_through(scripted) -> None:
     client, engines = scripted([call("Read", {"path": "a.txt", "limit": "5"})])
     r = (await client.post("/v1/chat/completions", json=body(preset="bare"))).json()

@@ -124,6 +124,8 @@ class ToolCallFormat:
             start at the beginning of the assistant message.
         text_envelope: set when plain answers are wrapped in JSON (generic format).
         constrain_from_start: the grammar holds the whole reply from its first token.
+        placeholders: argument values ``render_tools`` shows in its example call; a call
+            carrying one that the conversation never mentions was copied from the prompt.
     """
 
     name: str = ""
@@ -134,6 +136,7 @@ class ToolCallFormat:
     arm_at_start: bool = False
     text_envelope: JsonTextEnvelope | None = None
     constrain_from_start: bool = False
+    placeholders: tuple[str | float, ...] = ()
     # How arguments are written after an InlineNameSlot terminator: "json" allows strict mode there.
     args_encoding: str = "json"
 

@@ -28,10 +28,12 @@ from tether.grammar.rescue import (
 
 __all__ = ["GenericFormat", "example_arguments"]
 
+_STRING_PLACEHOLDER = "example"
+_NUMBER_PLACEHOLDER = 1.5
 _EXAMPLE_BY_TYPE: dict[str, Any] = {
-    "string": "example",
+    "string": _STRING_PLACEHOLDER,
     "integer": 1,
-    "number": 1.5,
+    "number": _NUMBER_PLACEHOLDER,
     "boolean": True,
     "array": [],
     "object": {},
@@ -67,6 +69,7 @@ class GenericFormat(JsonPayloadFormat):
     name_slot = JsonNameSlot(("name",))
     constrain_from_start = True
     text_envelope = JsonTextEnvelope('{"response": "', '"}')
+    placeholders = (_STRING_PLACEHOLDER, _NUMBER_PLACEHOLDER)  # not 1 or true: too often meant
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         listing = "\n\n".join(
