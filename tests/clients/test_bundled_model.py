@@ -23,7 +23,7 @@ import pytest
 
 from tests.clients.commands import aider_command, cn_command, opencode_command
 from tests.clients.conftest import MODEL_NAME
-from tests.clients.harness import ClientRun, Server, load_log, run_client
+from tests.clients.harness import ClientRun, Netns, Server, load_log, run_client
 
 MAX_TOKENS = 256
 # A hang or a retry loop is caught at this bound. On a quiet 2-core machine each run takes 0.5-2 min; the
@@ -105,6 +105,20 @@ def answered_at_least(server: Server, offset: int, n: int) -> Callable[[], bool]
     return lambda: sum(e.get("event") == "generation_finished" for e in log_since(server, offset)) >= n
 
 
+def run_agent(
+    netns: Netns, server: Server, offset: int, cmd: list[str], env: dict[str, str], workdir: dict[str, Path]
+) -> ClientRun:
+    """Run an agent client, stopped once it has had ``AGENT_REQUESTS`` requests answered."""
+    return run_client(
+        netns,
+        cmd,
+        env=env,
+        cwd=workdir["project"],
+        timeout=CLIENT_TIMEOUT,
+        stop_when=answered_at_least(server, offset, AGENT_REQUESTS),
+    )
+
+
 def assert_loop_progressed(server: Server, offset: int) -> None:
     """A run stopped mid-loop was working: a tool-call reply was followed by a longer prompt (the
     client executed the calls and sent their results back)."""
@@ -132,14 +146,7 @@ def test_opencode_on_the_bundled_model(request, netns, server, workdir, installe
         steps=1,
         deny=OPENCODE_DENY,
     )
-    run = run_client(
-        netns,
-        cmd,
-        env=env,
-        cwd=workdir["project"],
-        timeout=CLIENT_TIMEOUT,
-        stop_when=answered_at_least(server, offset, AGENT_REQUESTS),
-    )
+    run = run_agent(netns, server, offset, cmd, env, workdir)
     check_run(request, server, offset, run, "opencode")
     events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     assert not [e for e in events if e.get("type") == "error"], run.tail()
@@ -150,14 +157,7 @@ def test_opencode_on_the_bundled_model(request, netns, server, workdir, installe
 def test_continue_cli_on_the_bundled_model(request, netns, server, workdir, installed) -> None:
     offset = server.log_path.stat().st_size
     cmd, env = cn_command(server.base, MODEL_NAME, "Reply with the word hello.", workdir["home"])
-    run = run_client(
-        netns,
-        cmd,
-        env=env,
-        cwd=workdir["project"],
-        timeout=CLIENT_TIMEOUT,
-        stop_when=answered_at_least(server, offset, AGENT_REQUESTS),
-    )
+    run = run_agent(netns, server, offset, cmd, env, workdir)
     check_run(request, server, offset, run, "cn")
     if run.stopped:  # still looping on tool calls (measured: ~100 requests over 10 minutes, then exit 0)
         assert_loop_progressed(server, offset)
