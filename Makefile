@@ -1,5 +1,5 @@
 # tether developer commands. `make serve` and `make test` work on a fresh machine.
-.PHONY: setup setup-test serve test test-fast test-clients lint bench eval clean
+.PHONY: setup setup-test serve test test-fast test-clients lint bench bench-load eval clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -33,6 +33,9 @@ test-fast:
 
 bench: setup
 	$(PY) -m benchmarks.bench_serve
+
+bench-load: setup
+	$(PY) -m benchmarks.bench_load $(ARGS)
 
 # The published BFCL numbers (docs/evals.md); resumable: finished items are skipped.
 eval: setup

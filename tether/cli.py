@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -25,82 +25,159 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
-@app.command()
+def _default(name: str) -> str:
+    """``(default: X; env TETHER_NAME)`` for a ``Settings`` field, shown in ``--help``."""
+    from tether.config import Settings
+
+    field = Settings.model_fields[name]
+    value = field.get_default(call_default_factory=True)
+    shown = ",".join(value) if isinstance(value, list) else value
+    return f"(default: {'none' if shown in (None, []) else shown}; env TETHER_{name.upper()})"
+
+
+@app.command(context_settings={"help_option_names": ["-h", "--help"]})
 def serve(
     model: Annotated[
-        str | None, typer.Option(help="GGUF file to serve. Default: the bundled SmolLM2-135M-Instruct Q4_1.")
+        str | None,
+        typer.Option(
+            help="GGUF file or MLX directory to serve. (default: the bundled SmolLM2-135M-Instruct Q4_1)"
+        ),
     ] = None,
     engine: Annotated[
-        str, typer.Option(help="auto | llama | mlx (auto: an MLX model directory selects mlx).")
-    ] = "auto",
-    host: Annotated[str, typer.Option(help="Address to bind. Non-loopback needs --api-key.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    api_key: Annotated[
-        str | None, typer.Option(envvar="TETHER_API_KEY", help="Require 'Authorization: Bearer KEY'.")
+        str | None,
+        typer.Option(help=f"auto | llama | mlx (auto: a model directory selects mlx). {_default('engine')}"),
     ] = None,
-    ctx: Annotated[int, typer.Option(help="Context window in tokens.")] = 8192,
-    slots: Annotated[int, typer.Option(help="Concurrent generations (one model context each).")] = 1,
-    queue_limit: Annotated[int, typer.Option(help="Requests allowed to wait for a slot before 429.")] = 16,
-    threads: Annotated[int | None, typer.Option(help="CPU threads (default: all cores).")] = None,
+    host: Annotated[
+        str | None, typer.Option(help=f"Address to bind; non-loopback needs --api-key. {_default('host')}")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help=f"Port to listen on. {_default('port')}")] = None,
+    api_key: Annotated[
+        str | None, typer.Option(help="Require 'Authorization: Bearer KEY'. (env TETHER_API_KEY)")
+    ] = None,
+    ctx: Annotated[int | None, typer.Option(help=f"Context window in tokens. {_default('ctx')}")] = None,
+    slots: Annotated[
+        int | None, typer.Option(help=f"Concurrent generations (one model context each). {_default('slots')}")
+    ] = None,
+    queue_limit: Annotated[
+        int | None,
+        typer.Option(help=f"Requests allowed to wait for a slot before 429. {_default('queue_limit')}"),
+    ] = None,
+    queue_timeout: Annotated[
+        float | None,
+        typer.Option(
+            help=f"Seconds a request may wait for a slot before 503 + Retry-After (0: no limit). "
+            f"{_default('queue_timeout')}"
+        ),
+    ] = None,
+    shutdown_grace: Annotated[
+        float | None,
+        typer.Option(
+            help=f"Seconds SIGTERM/SIGINT waits for connections to close after cancelling generations. "
+            f"{_default('shutdown_grace')}"
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="CPU threads. (default: all cores; env TETHER_THREADS)")
+    ] = None,
     tool_format: Annotated[
-        str | None, typer.Option(help="Tool-call format (see `tether formats list`); default: detected.")
+        str | None,
+        typer.Option(
+            help="Tool-call format (see `tether formats list`). (default: detected; env TETHER_TOOL_FORMAT)"
+        ),
     ] = None,
     constrain: Annotated[
-        str | None, typer.Option(help="Layer-0 grammar: off | names | strict (default: from --preset).")
+        str | None,
+        typer.Option(
+            help="Layer-0 grammar: off | names | strict. (default: from --preset; env TETHER_CONSTRAIN)"
+        ),
     ] = None,
     preset: Annotated[
-        str, typer.Option(help="Guardrails: bare | names | resolve | rescue | full | strict.")
-    ] = "full",
-    model_alias: Annotated[list[str] | None, typer.Option(help="Extra model names to answer to.")] = None,
+        str | None,
+        typer.Option(
+            help=f"Guardrails: bare | names | resolve | rescue | full | strict. {_default('preset')}"
+        ),
+    ] = None,
+    model_alias: Annotated[
+        list[str] | None,
+        typer.Option(help="Extra model name to answer to; repeatable. (env TETHER_MODEL_ALIAS)"),
+    ] = None,
     work_dir: Annotated[
-        str | None, typer.Option(help="Work dir for server-side tools (the only place they may write).")
+        str | None,
+        typer.Option(
+            help="Work dir for server-side tools, the only place they may write. (env TETHER_WORK_DIR)"
+        ),
     ] = None,
     server_tools: Annotated[
         str | None,
-        typer.Option(help="Built-in tools the proxy runs itself, comma-separated, or 'all' (sandboxed)."),
+        typer.Option(
+            help="Built-in tools the proxy runs itself (sandboxed), comma-separated, or 'all'. "
+            "(env TETHER_SERVER_TOOLS)"
+        ),
     ] = None,
     permission: Annotated[
-        str, typer.Option(help="Server-side tool permissions: plan | ask | accept-edits | auto.")
-    ] = "plan",
+        str | None,
+        typer.Option(
+            help=f"Server-side tool permissions: plan | ask | accept-edits | auto. {_default('permission')}"
+        ),
+    ] = None,
     workflow: Annotated[
         list[str] | None,
-        typer.Option(help="Workflow file (YAML/TOML) clients can attach to a session; repeatable."),
+        typer.Option(
+            help="Workflow file (YAML/TOML) clients can attach to a session; repeatable. (env TETHER_WORKFLOW)"
+        ),
     ] = None,
     compaction: Annotated[
-        bool, typer.Option(help="Compact conversations that do not fit the window (off: the client owns it).")
-    ] = False,
-    preempt: Annotated[bool, typer.Option(help="Let higher-priority requests preempt running ones.")] = False,
+        bool | None,
+        typer.Option(
+            "--compaction/--no-compaction",
+            help=f"Compact conversations that do not fit the window (off: the client owns it). {_default('compaction')}",
+        ),
+    ] = None,
+    preempt: Annotated[
+        bool | None,
+        typer.Option(
+            "--preempt/--no-preempt",
+            help=f"Let higher-priority requests preempt running ones. {_default('preempt')}",
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug | info | warning | error")] = "info",
 ) -> None:
-    """Start the OpenAI-compatible server on an embedded llama.cpp engine."""
+    """Start the OpenAI- and Anthropic-compatible server on an embedded engine.
+
+    Every option may also come from a TETHER_<NAME> environment variable (TETHER_CTX=4096);
+    an option given on the command line wins over the environment.
+    """
     from pydantic import ValidationError
 
     from tether.config import Settings
     from tether.logging import configure_logging
 
     configure_logging(log_level)
+    given: dict[str, Any] = {
+        "model": model,
+        "engine": engine,
+        "host": host,
+        "port": port,
+        "api_key": api_key,
+        "ctx": ctx,
+        "slots": slots,
+        "queue_limit": queue_limit,
+        "queue_timeout": queue_timeout,
+        "shutdown_grace": shutdown_grace,
+        "threads": threads,
+        "tool_format": tool_format,
+        "constrain": constrain,
+        "preset": preset,
+        "model_alias": model_alias or None,
+        "work_dir": work_dir,
+        "server_tools": server_tools,
+        "permission": permission,
+        "workflow": workflow or None,
+        "compaction": compaction,
+        "preempt": preempt,
+    }
     try:
-        settings = Settings(
-            model=model,
-            engine=engine,  # type: ignore[arg-type]
-            host=host,
-            port=port,
-            api_key=api_key,
-            ctx=ctx,
-            slots=slots,
-            queue_limit=queue_limit,
-            threads=threads,
-            tool_format=tool_format,
-            constrain=constrain,  # type: ignore[arg-type]
-            preset=preset,  # type: ignore[arg-type]
-            model_alias=model_alias or [],
-            work_dir=work_dir,
-            server_tools=[t.strip() for t in (server_tools or "").split(",") if t.strip()],
-            permission=permission,
-            workflow=workflow or [],
-            compaction=compaction,
-            preempt=preempt,
-        )
+        settings = Settings(**{k: v for k, v in given.items() if v is not None})
         config = settings.to_config()
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -7,11 +7,12 @@ rest of the code only sees the frozen ``ServerConfig`` built from it.
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tether.errors import ConfigError
 
@@ -49,6 +50,8 @@ class ServerConfig:
     max_sessions: int = 1024
     compaction: bool = False
     preempt: bool = False
+    queue_timeout_s: float | None = 300.0
+    shutdown_grace_s: float = 5.0
 
 
 def is_loopback(host: str) -> bool:
@@ -61,13 +64,18 @@ def is_loopback(host: str) -> bool:
 
 
 class Settings(BaseSettings):
-    """Edge configuration; every field may come from a ``TETHER_<NAME>`` variable."""
+    """Edge configuration; every field may come from a ``TETHER_<NAME>`` variable.
+
+    Values given as keyword arguments (the CLI passes only the flags a user typed) win over the
+    environment, which wins over the defaults. List fields read comma-separated text
+    (``TETHER_SERVER_TOOLS=read_file,grep``) or JSON.
+    """
 
     model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore")
 
     model: str | None = Field(default=None, description="Path of a GGUF file; default: the bundled SmolLM2.")
     engine: Literal["auto", "llama", "mlx"] = "auto"
-    model_alias: list[str] = Field(default_factory=list)
+    model_alias: Annotated[list[str], NoDecode] = Field(default_factory=list)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
     api_key: str | None = None
@@ -82,13 +90,25 @@ class Settings(BaseSettings):
     temperature: float = Field(default=0.8, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     work_dir: str | None = None
-    server_tools: list[str] = Field(default_factory=list)
+    server_tools: Annotated[list[str], NoDecode] = Field(default_factory=list)
     permission: str = "plan"
-    workflow: list[str] = Field(default_factory=list)
+    workflow: Annotated[list[str], NoDecode] = Field(default_factory=list)
     session_ttl_s: float = Field(default=3600.0, gt=0)
     max_sessions: int = Field(default=1024, ge=1)
     compaction: bool = False
     preempt: bool = False
+    queue_timeout: float = Field(default=300.0, ge=0, description="seconds; 0 waits without limit")
+    shutdown_grace: float = Field(default=5.0, ge=0)
+
+    @field_validator("model_alias", "server_tools", "workflow", mode="before")
+    @classmethod
+    def _split_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
 
     def to_config(self) -> ServerConfig:
         """Validate cross-field rules and freeze."""
@@ -125,4 +145,6 @@ class Settings(BaseSettings):
             max_sessions=self.max_sessions,
             compaction=self.compaction,
             preempt=self.preempt,
+            queue_timeout_s=self.queue_timeout or None,
+            shutdown_grace_s=self.shutdown_grace,
         )

@@ -16,30 +16,39 @@ __all__ = [
     "EngineError",
     "FixedPromptTooLargeError",
     "FormatError",
+    "InternalError",
     "InvalidRequestError",
     "ModelNotFoundError",
     "PayloadTooLargeError",
     "QueueFullError",
+    "QueueTimeoutError",
     "RequestCancelledError",
     "SandboxError",
+    "ShuttingDownError",
     "TetherError",
     "ToolError",
 ]
 
 
 class TetherError(Exception):
-    """Base class. ``status``: HTTP status; ``retryable``: may the same request succeed later."""
+    """Base class. ``status``: HTTP status; ``retryable``: may the same request succeed later;
+    ``retry_after``: seconds a client should wait first (sent as ``Retry-After``), or None."""
 
     status: ClassVar[int] = 500
     error_type: ClassVar[str] = "server_error"
     code: ClassVar[str | None] = None
     retryable: ClassVar[bool] = False
+    retry_after: int | None = None
 
     def __init__(self, message: str, *, param: str | None = None, **extra: Any) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.extra = extra
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers that go with this error (``Retry-After`` for retryable refusals)."""
+        return {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
 
     def to_openai(self) -> dict[str, Any]:
         """The error body in OpenAI's shape."""
@@ -133,12 +142,43 @@ class QueueFullError(TetherError):
         self.retry_after = retry_after
 
 
+class QueueTimeoutError(TetherError):
+    """A request waited longer than the server's queue timeout for a slot; retry later."""
+
+    status = 503
+    error_type = "server_error"
+    code = "queue_timeout"
+    retryable = True
+
+    def __init__(self, message: str, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ShuttingDownError(TetherError):
+    """The server is shutting down: queued and running generations are cancelled."""
+
+    status = 503
+    error_type = "server_error"
+    code = "shutting_down"
+    retryable = True
+    retry_after = 5
+
+
 class RequestCancelledError(TetherError):
     """The client went away or the request was cancelled."""
 
     status = 499
     error_type = "cancelled"
     code = "cancelled"
+
+
+class InternalError(TetherError):
+    """An unexpected fault inside tether; the request ends, the server stays up."""
+
+    status = 500
+    error_type = "server_error"
+    code = "internal_error"
 
 
 class EngineError(TetherError):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from pathlib import Path
+from types import FrameType
 
 import structlog
 import uvicorn
@@ -84,10 +87,46 @@ def _mlx_engines(config: ServerConfig, path: Path) -> list[Engine]:
 def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
     tools = server_tools(config)
     engines = load_engines(config, progress=progress)
-    scheduler = Scheduler(engines, queue_limit=config.queue_limit, preempt=config.preempt)
+    scheduler = Scheduler(
+        engines,
+        queue_limit=config.queue_limit,
+        preempt=config.preempt,
+        queue_timeout_s=config.queue_timeout_s,
+    )
     return create_app(config, scheduler, server_tools=tools)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, plus: the first SIGTERM/SIGINT cancels every queued and running generation at once.
+
+    uvicorn then stops accepting, lets the streams end (each gets an error event saying the server
+    is shutting down) and, after ``timeout_graceful_shutdown`` at the latest, cancels what is left.
+    """
+
+    def __init__(self, config: uvicorn.Config, scheduler: Scheduler) -> None:
+        super().__init__(config)
+        self.scheduler = scheduler
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.loop is not None and not self.should_exit:
+            log.info("shutdown_requested", signal=sig)
+            self.loop.call_soon_threadsafe(self.scheduler.shutdown)
+        super().handle_exit(sig, frame)
 
 
 def run_server(app: FastAPI, config: ServerConfig) -> None:
     log.info("server_starting", host=config.host, port=config.port)
-    uvicorn.run(app, host=config.host, port=config.port, log_level="warning", access_log=False)
+    uv = uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=max(1, round(config.shutdown_grace_s)),
+    )
+    _Server(uv, app.state.tether.scheduler).run()

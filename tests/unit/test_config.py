@@ -38,3 +38,101 @@ def test_help_lists_commands() -> None:
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0
     assert "serve" in result.output
+
+
+# -- every serve option from the environment; the command line wins ---------------------------
+
+ENV_CASES = [
+    ("TETHER_CTX", "4096", "n_ctx", 4096),
+    ("TETHER_SLOTS", "3", "slots", 3),
+    ("TETHER_PORT", "9123", "port", 9123),
+    ("TETHER_HOST", "::1", "host", "::1"),
+    ("TETHER_QUEUE_LIMIT", "5", "queue_limit", 5),
+    ("TETHER_QUEUE_TIMEOUT", "12.5", "queue_timeout_s", 12.5),
+    ("TETHER_QUEUE_TIMEOUT", "0", "queue_timeout_s", None),
+    ("TETHER_SHUTDOWN_GRACE", "2", "shutdown_grace_s", 2.0),
+    ("TETHER_THREADS", "1", "n_threads", 1),
+    ("TETHER_TOOL_FORMAT", "hermes", "tool_format", "hermes"),
+    ("TETHER_PRESET", "strict", "preset", "strict"),
+    ("TETHER_CONSTRAIN", "off", "constrain", "off"),
+    ("TETHER_ENGINE", "llama", "engine", "llama"),
+    ("TETHER_MODEL", "/models/x.gguf", "model_path", "/models/x.gguf"),
+    ("TETHER_MODEL_ALIAS", "gpt-4o,local", "model_aliases", ("gpt-4o", "local")),
+    ("TETHER_PERMISSION", "auto", "permission", "auto"),
+    ("TETHER_WORKFLOW", '["a.yaml", "b.yaml"]', "workflows", ("a.yaml", "b.yaml")),
+    ("TETHER_COMPACTION", "true", "compaction", True),
+    ("TETHER_PREEMPT", "1", "preempt", True),
+    ("TETHER_API_KEY", "sekret", "api_key", "sekret"),
+]
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """``tether serve`` up to the point where it would load the model: the ``ServerConfig`` it built."""
+    import tether.server
+
+    seen: list[object] = []
+
+    def build_app(config: object, **_: object) -> object:
+        seen.append(config)
+        return object()
+
+    monkeypatch.setattr(tether.server, "build_app", build_app)
+    monkeypatch.setattr(tether.server, "run_server", lambda app, config: None)
+    for name in {case[0] for case in ENV_CASES} | {"TETHER_SERVER_TOOLS", "TETHER_WORK_DIR"}:
+        monkeypatch.delenv(name, raising=False)
+    return seen
+
+
+@pytest.mark.parametrize(("env", "value", "field", "expected"), ENV_CASES)
+def test_every_serve_option_comes_from_the_environment(
+    captured: list[object],
+    monkeypatch: pytest.MonkeyPatch,
+    env: str,
+    value: str,
+    field: str,
+    expected: object,
+) -> None:
+    monkeypatch.setenv(env, value)
+    result = CliRunner().invoke(app, ["serve"])
+    assert result.exit_code == 0, result.output
+    assert getattr(captured[0], field) == expected
+
+
+def test_server_tools_from_the_environment(
+    captured: list[object], monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    monkeypatch.setenv("TETHER_SERVER_TOOLS", "read_file, grep")
+    monkeypatch.setenv("TETHER_WORK_DIR", str(tmp_path))
+    assert CliRunner().invoke(app, ["serve"]).exit_code == 0
+    assert captured[0].server_tools == ("read_file", "grep")
+
+
+def test_command_line_wins_over_the_environment(
+    captured: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_CTX", "4096")
+    monkeypatch.setenv("TETHER_PRESET", "bare")
+    monkeypatch.setenv("TETHER_COMPACTION", "true")
+    result = CliRunner().invoke(app, ["serve", "--ctx", "2048", "--preset", "strict", "--no-compaction"])
+    assert result.exit_code == 0, result.output
+    config = captured[0]
+    assert (config.n_ctx, config.preset, config.compaction) == (
+        2048,
+        "strict",
+        False,
+    )
+
+
+def test_defaults_without_environment(captured: list[object]) -> None:
+    assert CliRunner().invoke(app, ["serve"]).exit_code == 0
+    config = captured[0]
+    assert (config.n_ctx, config.slots, config.preset) == (8192, 1, "full")
+
+
+def test_bad_environment_value_is_a_one_line_error(
+    captured: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TETHER_CTX", "lots")
+    result = CliRunner().invoke(app, ["serve"])
+    assert result.exit_code == 2 and "ctx" in result.output and not captured

@@ -44,6 +44,10 @@ class SamplingParams:
     min_p: float = 0.05
     repeat_penalty: float = 1.0
     seed: int | None = None
+    # Applied as logits processors (tether.engine.processors), the same on every engine.
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
 
 
 @dataclass(frozen=True)

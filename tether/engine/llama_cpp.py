@@ -166,9 +166,10 @@ class LlamaCppEngine:
         llm = self._llm
         evaluated = self._evaluated(prompt)
         llm.set_seed(params.seed if params.seed is not None else secrets.randbits(31))
-        processors: Any = [_as_llama_processor(logits_processor)] if logits_processor else None
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         eos = self._info.eos_token_ids
+        guarded = _GuardedProcessor(logits_processor, eos) if logits_processor else None
+        processors: Any = [guarded] if guarded else None
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         produced = 0
         finish: FinishReason = "length"
         tokens = llm.generate(
@@ -182,6 +183,10 @@ class LlamaCppEngine:
         )
         try:
             for token in tokens:
+                if guarded is not None and guarded.failure is not None:
+                    raise EngineError(
+                        f"the logits processor failed: {guarded.failure!r}"
+                    ) from guarded.failure
                 if token in eos:
                     finish = "stop"
                     break
@@ -203,11 +208,25 @@ class LlamaCppEngine:
         self._llm.close()
 
 
-def _as_llama_processor(fn: LogitsProcessor) -> Any:
-    """llama-cpp-python hands a strided view of its candidate logits (no copy is made here: the
-    processor may edit it in place or return a new array, which is written back)."""
+class _GuardedProcessor:
+    """The processor as llama-cpp-python calls it: from a ctypes sampler callback, where an exception
+    is printed and ignored and sampling goes on unconstrained. A failure is kept instead, only EOS
+    stays allowed, and the generate loop raises it: a broken constraint never fails open.
 
-    def apply(ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
-        return fn(ids, logits)
+    The logits handed in are a strided view of the candidates (no copy is made here: the processor
+    may edit it in place or return a new array, which is written back)."""
 
-    return apply
+    def __init__(self, fn: LogitsProcessor, eos: frozenset[int]) -> None:
+        self.fn = fn
+        self.eos = np.asarray(sorted(eos), dtype=np.intp)
+        self.failure: BaseException | None = None
+
+    def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        if self.failure is None:
+            try:
+                return self.fn(ids, logits)
+            except Exception as exc:
+                self.failure = exc
+        logits[:] = -np.inf
+        logits[self.eos] = 0.0
+        return logits

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import heapq
 import itertools
 import threading
@@ -26,10 +27,11 @@ import time
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+import anyio
 import structlog
 
 from tether.engine.base import Done, Engine, GenerationEvent, LogitsProcessor, SamplingParams, Token
-from tether.errors import EngineError, QueueFullError
+from tether.errors import EngineError, QueueFullError, QueueTimeoutError, ShuttingDownError
 
 __all__ = ["Scheduler", "SchedulerStats"]
 
@@ -43,6 +45,7 @@ class SchedulerStats:
     started: int = 0
     completed: int = 0
     rejected: int = 0
+    timed_out: int = 0
     cancelled: int = 0
     preempted: int = 0
     resumed: int = 0
@@ -61,6 +64,7 @@ class SchedulerStats:
             "started": self.started,
             "completed": self.completed,
             "rejected": self.rejected,
+            "timed_out": self.timed_out,
             "cancelled": self.cancelled,
             "preempted": self.preempted,
             "resumed": self.resumed,
@@ -78,13 +82,20 @@ class _Waiter:
     future: asyncio.Future[int] = field(compare=False)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Run:
-    """A generation that holds a slot; ``preempt`` asks its engine thread to stop at a token boundary."""
+    """One engine thread on one slot. ``preempt`` asks it to stop at a token boundary; ``cancel`` to
+    stop at once. The thread hands the slot back itself when its consumer has gone (``orphaned``),
+    so a consumer that is cancelled or never closed cannot keep a slot."""
 
+    slot: int
     priority: int
     seq: int
     preempt: threading.Event = field(default_factory=threading.Event)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    exited: asyncio.Event = field(default_factory=asyncio.Event)
+    orphaned: bool = False
+    thread: threading.Thread | None = None
 
 
 _SENTINEL_ERROR = object()
@@ -99,24 +110,43 @@ def _close(gen: Iterator[GenerationEvent]) -> None:
 
 
 class Scheduler:
-    """Runs generations on a fixed set of engine slots; ``preempt`` enables priority preemption."""
+    """Runs generations on a fixed set of engine slots; ``preempt`` enables priority preemption.
 
-    def __init__(self, engines: Sequence[Engine], *, queue_limit: int = 16, preempt: bool = False) -> None:
+    ``queue_timeout_s`` bounds how long a request may wait for a slot (``QueueTimeoutError``, 503);
+    ``shutdown()`` refuses new work and cancels what waits and runs (``ShuttingDownError``).
+    """
+
+    def __init__(
+        self,
+        engines: Sequence[Engine],
+        *,
+        queue_limit: int = 16,
+        preempt: bool = False,
+        queue_timeout_s: float | None = None,
+    ) -> None:
         if not engines:
             raise ValueError("at least one engine slot is required")
         self.engines = list(engines)
         self.queue_limit = queue_limit
         self.preempt = preempt
+        self.queue_timeout_s = queue_timeout_s
         self.stats = SchedulerStats()
         self._free = set(range(len(self.engines)))
         self._waiting: list[_Waiter] = []
         self._running: dict[int, _Run] = {}
+        self._threads: set[threading.Thread] = set()
         self._pieces: dict[int, list[bytes]] = {}
         self._seq = itertools.count()
+        self._closing = False
+        self.release_wait_s = 5.0
 
     @property
     def queue_depth(self) -> int:
         return sum(1 for w in self._waiting if not w.future.done())
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     def snapshot(self) -> dict[str, float | int]:
         busy = len(self.engines) - len(self._free)
@@ -126,20 +156,40 @@ class Scheduler:
         return max(sorted(self._free), key=lambda i: self.engines[i].cached_prefix_len(prompt))
 
     def _enqueue(self, prompt: Sequence[int], priority: int, seq: int) -> _Waiter:
-        waiter = _Waiter(priority, seq, prompt, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(priority, seq, prompt, loop.create_future())
         heapq.heappush(self._waiting, waiter)
         self.stats.max_queue_depth = max(self.stats.max_queue_depth, self.queue_depth)
+        if self.queue_timeout_s is not None:
+            limit = self.queue_timeout_s
+            timer = loop.call_later(limit, self._expire, waiter, limit)
+            waiter.future.add_done_callback(lambda _: timer.cancel())
         return waiter
+
+    def _expire(self, waiter: _Waiter, limit: float) -> None:
+        if not waiter.future.done():
+            self.stats.timed_out += 1
+            waiter.future.set_exception(
+                QueueTimeoutError(
+                    f"waited {limit:g} s for one of {len(self.engines)} busy slot(s); retry shortly",
+                    retry_after=max(1, round(limit)),
+                )
+            )
 
     async def _wait(self, waiter: _Waiter) -> int:
         try:
             return await waiter.future
         except asyncio.CancelledError:
-            if waiter.future.done() and not waiter.future.cancelled():
-                self._release(waiter.future.result())
+            future = waiter.future
+            if future.done() and not future.cancelled() and future.exception() is None:
+                self._release(future.result())  # the slot arrived as we were cancelled: pass it on
+            else:
+                future.cancel()
             raise
 
     async def _acquire(self, prompt: Sequence[int], priority: int, seq: int) -> int:
+        if self._closing:
+            raise ShuttingDownError("the server is shutting down")
         if self._free and not self.queue_depth:
             slot = self._best_free(prompt)
             self._free.discard(slot)
@@ -184,25 +234,34 @@ class Scheduler:
             self._pieces[slot] = self.engines[slot].token_pieces()
         return self._pieces[slot]
 
+    def _thread_exited(self, run: _Run) -> None:
+        """On the loop, once the engine thread has let go of its context."""
+        run.exited.set()
+        if run.thread is not None:
+            self._threads.discard(run.thread)
+        if run.orphaned:
+            self._running.pop(run.slot, None)
+            self._release(run.slot)
+            log.info("slot_released_after_cancel", slot=run.slot)
+
     def _start(
         self,
-        slot: int,
+        run: _Run,
         prompt: Sequence[int],
         params: SamplingParams,
         processor: LogitsProcessor | None,
-        cancel: threading.Event,
-        run: _Run,
         queue: asyncio.Queue[object],
-    ) -> threading.Thread:
-        engine = self.engines[slot]
+    ) -> None:
+        engine = self.engines[run.slot]
         loop = asyncio.get_running_loop()
-        pieces = self._engine_pieces(slot) if self.preempt else None
+        pieces = self._engine_pieces(run.slot) if self.preempt else None
 
         def post(item: object) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is listening
+                loop.call_soon_threadsafe(queue.put_nowait, item)
 
         def work() -> None:
-            gen = engine.generate(prompt, params, logits_processor=processor, cancel=cancel)
+            gen = engine.generate(prompt, params, logits_processor=processor, cancel=run.cancel)
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             count = 0
             try:
@@ -224,10 +283,13 @@ class Scheduler:
             finally:
                 _close(gen)
                 post(None)
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(self._thread_exited, run)
 
-        thread = threading.Thread(target=work, name=f"tether-slot-{slot}", daemon=True)
+        thread = threading.Thread(target=work, name=f"tether-slot-{run.slot}", daemon=True)
+        run.thread = thread
+        self._threads.add(thread)
         thread.start()
-        return thread
 
     async def generate(
         self,
@@ -241,30 +303,34 @@ class Scheduler:
 
         A preempted generation is invisible to the consumer except as a pause: its
         tokens continue after the resume and the final ``Done`` counts all of them.
+        A consumer cancelled mid-stream (a client that hung up) still frees its slot: at once
+        when it was waiting, within one token when it was running (the engine thread hands the
+        slot back itself, so even a consumer that is never closed cannot keep it past its end).
         """
         queued = time.monotonic()
         seq = next(self._seq)
-        held: int | None = await self._acquire(prompt, priority, seq)
+        try:
+            held: int | None = await self._acquire(prompt, priority, seq)
+        except asyncio.CancelledError:
+            self.stats.cancelled += 1
+            raise
         wait = time.monotonic() - queued
         self.stats.started += 1
         self.stats.total_wait_s += wait
         self.stats.max_wait_s = max(self.stats.max_wait_s, wait)
-        run = _Run(priority, seq)
         produced: list[int] = []
         first_evaluated: int | None = None
         finished = False
-        thread: threading.Thread | None = None
-        cancel = threading.Event()
+        run: _Run | None = None
         try:
             while held is not None:
                 before = len(produced)
                 segment = [*prompt, *produced]
                 seg_params = replace(params, max_tokens=params.max_tokens - before) if before else params
                 queue: asyncio.Queue[object] = asyncio.Queue()
-                cancel = threading.Event()
-                run.preempt.clear()
+                run = _Run(held, priority, seq)
                 self._running[held] = run
-                thread = self._start(held, segment, seg_params, logits_processor, cancel, run, queue)
+                self._start(run, segment, seg_params, logits_processor, queue)
                 preempted = False
                 while True:
                     item = await queue.get()
@@ -283,6 +349,8 @@ class Scheduler:
                         yield item
                     else:
                         assert isinstance(item, Done)
+                        if item.finish_reason == "cancelled" and self._closing:
+                            raise ShuttingDownError("the server is shutting down; generation cancelled")
                         if first_evaluated is None:
                             first_evaluated = item.prompt_tokens_evaluated
                         finished = True
@@ -292,8 +360,7 @@ class Scheduler:
                             first_evaluated,
                             before + item.completion_tokens,
                         )
-                await asyncio.to_thread(thread.join)
-                thread = None
+                await run.exited.wait()
                 self._running.pop(held, None)
                 if finished or not preempted:
                     break
@@ -312,17 +379,45 @@ class Scheduler:
                 self.stats.resume_wait_s += time.monotonic() - paused
                 log.info("generation_resumed", priority=priority, slot=held, produced=len(produced))
         finally:
-            if thread is not None:
-                cancel.set()
-                # The slot is only free once the engine thread has let go of the context.
-                await asyncio.to_thread(thread.join)
             if held is not None:
-                self._running.pop(held, None)
-                self._release(held)
+                if run is not None and run.slot == held and not run.exited.is_set():
+                    # The engine thread still holds the context: stop it; it frees the slot on exit
+                    # (within one token). Wait for that, shielded and bounded, so that a consumer that
+                    # is cancelled or closed returns only once its slot is free.
+                    run.cancel.set()
+                    run.orphaned = True
+                    with anyio.move_on_after(self.release_wait_s, shield=True):
+                        await run.exited.wait()
+                else:
+                    self._running.pop(held, None)
+                    self._release(held)
             if not finished:
                 self.stats.cancelled += 1
             self.stats.completed += 1
 
-    def close(self) -> None:
+    def shutdown(self) -> None:
+        """Refuse new generations and cancel every waiting and running one (idempotent)."""
+        if self._closing:
+            return
+        self._closing = True
+        for waiter in self._waiting:
+            if not waiter.future.done():
+                waiter.future.set_exception(ShuttingDownError("the server is shutting down"))
+        for run in self._running.values():
+            run.cancel.set()
+        log.info("scheduler_shutdown", running=len(self._running))
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop everything, wait (bounded) for engine threads to let go, then close the engines."""
+        self._closing = True
+        for run in self._running.values():
+            run.cancel.set()
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self._threads):
+            thread.join(max(0.0, deadline - time.monotonic()))
+        busy = [t.name for t in self._threads if t.is_alive()]
+        if busy:
+            log.warning("engine_threads_still_running", threads=busy)
+            return  # closing a context under a running thread would crash the process
         for engine in self.engines:
             engine.close()

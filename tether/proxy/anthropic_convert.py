@@ -10,7 +10,6 @@ reshapes the errors raised before a route runs (auth, body limit, validation).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -20,10 +19,10 @@ from tether.chat import Message, ToolCallRecord
 from tether.engine.base import SamplingParams
 from tether.errors import ContextOverflowError, InvalidRequestError, TetherError
 from tether.grammar.formats.base import ToolSpec
+from tether.guardrails.presets import GuardConfig
 from tether.proxy.anthropic_schema import AnthropicMessageIn, CountTokensRequest, MessagesRequest
 from tether.proxy.core import ChatJob, FinishOut, ToolChoice, Usage
-from tether.proxy.guard import PRESETS, GuardConfig
-from tether.proxy.openai_schema import TetherOptions
+from tether.proxy.wire import check_history, guard_for, stop_strings, tool_specs
 
 __all__ = [
     "ERROR_TYPES",
@@ -160,8 +159,6 @@ def _turn(msg: AnthropicMessageIn, index: int, names: dict[str, str]) -> list[Me
 
 
 def _tool_specs(req: CountTokensRequest) -> tuple[ToolSpec, ...]:
-    specs: list[ToolSpec] = []
-    seen: set[str] = set()
     for i, tool in enumerate(req.tools or ()):
         if tool.type not in (None, "custom"):
             raise InvalidRequestError(
@@ -169,13 +166,10 @@ def _tool_specs(req: CountTokensRequest) -> tuple[ToolSpec, ...]:
                 "declare a client tool with name, description and input_schema",
                 param=f"tools[{i}].type",
             )
-        if tool.name in seen:
-            raise InvalidRequestError(f"duplicate tool name {tool.name!r}", param=f"tools[{i}].name")
-        seen.add(tool.name)
-        params = dict(tool.input_schema or {"type": "object", "properties": {}})
-        params.pop("$schema", None)
-        specs.append(ToolSpec(name=tool.name, description=tool.description or "", parameters=params))
-    return tuple(specs)
+    return tool_specs(
+        (t.name, t.description, t.input_schema, f"tools[{i}].input_schema")
+        for i, t in enumerate(req.tools or ())
+    )
 
 
 def _tool_choice(req: CountTokensRequest, tools: tuple[ToolSpec, ...]) -> tuple[ToolChoice, bool]:
@@ -194,17 +188,6 @@ def _tool_choice(req: CountTokensRequest, tools: tuple[ToolSpec, ...]) -> tuple[
     return tc.type, parallel
 
 
-def _guard(options: TetherOptions | None, default: GuardConfig) -> GuardConfig:
-    """The ``tether`` extension field, as on the OpenAI path: a preset, then a ``constrain`` override."""
-    guard = default
-    if options is not None:
-        if options.preset is not None:
-            guard = PRESETS[options.preset]
-        if options.constrain is not None:
-            guard = replace(guard, constrain=options.constrain)
-    return guard
-
-
 def job_from_anthropic(
     req: CountTokensRequest,
     *,
@@ -219,9 +202,13 @@ def job_from_anthropic(
     names: dict[str, str] = {}
     for i, msg in enumerate(req.messages):
         messages.extend(_turn(msg, i, names))
+    check_history(messages)
     tools = _tool_specs(req)
     choice, parallel = _tool_choice(req, tools)
-    guard = _guard(req.tether, default_guard)
+    options = req.tether
+    guard = guard_for(
+        options.preset if options else None, options.constrain if options else None, default_guard
+    )
     if not isinstance(req, MessagesRequest):
         return ChatJob(
             messages=tuple(messages),
@@ -233,7 +220,7 @@ def job_from_anthropic(
     params = SamplingParams(
         temperature=default_temperature if req.temperature is None else req.temperature,
         top_p=1.0 if req.top_p is None else req.top_p,
-        **({"top_k": req.top_k} if req.top_k is not None else {}),
+        top_k=SamplingParams.top_k if req.top_k is None else req.top_k,
     )
     return ChatJob(
         messages=tuple(messages),
@@ -242,7 +229,7 @@ def job_from_anthropic(
         parallel_tool_calls=parallel,
         params=params,
         max_tokens_requested=req.max_tokens,
-        stop=tuple(req.stop_sequences or ()),
+        stop=stop_strings(req.stop_sequences),
         guard=guard,
     )
 

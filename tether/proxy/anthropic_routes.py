@@ -20,9 +20,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
-from tether.errors import ModelNotFoundError, QueueFullError, TetherError
+from tether.aio import aclose_quietly, closing_stream
+from tether.errors import ModelNotFoundError, TetherError
 from tether.proxy.anthropic_convert import (
     AnthropicErrorMiddleware,
     anthropic_error,
@@ -33,6 +34,7 @@ from tether.proxy.anthropic_convert import (
 )
 from tether.proxy.anthropic_schema import CountTokensRequest, MessagesRequest
 from tether.proxy.core import CallOut, CoreEvent, FinishOut, TextOut
+from tether.proxy.sse import EventStreamResponse, contain
 from tether.proxy.state import AppState
 
 __all__ = ["AnthropicErrorMiddleware", "router"]
@@ -55,8 +57,7 @@ def _check_model(state: AppState, model: str) -> None:
 
 
 def _error_response(exc: TetherError) -> JSONResponse:
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, QueueFullError) else None
-    return JSONResponse(anthropic_error(exc), status_code=exc.status, headers=headers)
+    return JSONResponse(anthropic_error(exc), status_code=exc.status, headers=exc.headers())
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
@@ -68,7 +69,7 @@ def _fragments(arguments: str) -> list[str]:
 
 
 @router.post("/messages", response_model=None)
-async def messages(body: MessagesRequest, request: Request) -> JSONResponse | StreamingResponse:
+async def messages(body: MessagesRequest, request: Request) -> JSONResponse | EventStreamResponse:
     """Anthropic Messages API; ``anthropic-version``/``anthropic-beta`` headers and query strings are accepted."""
     state = _state(request)
     msg_id = "msg_" + request.state.request_id
@@ -85,7 +86,7 @@ async def messages(body: MessagesRequest, request: Request) -> JSONResponse | St
             # Pull the first event before answering, so a full queue is still a 429 (which SDKs retry).
             first = await anext(events)
         except BaseException:
-            await events.aclose()  # type: ignore[attr-defined]
+            await aclose_quietly(events)
             raise
     except TetherError as exc:
         return _error_response(exc)
@@ -95,11 +96,7 @@ async def messages(body: MessagesRequest, request: Request) -> JSONResponse | St
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
     }
-    return StreamingResponse(
-        _stream(first, events, msg_id, body.model, start_usage),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return EventStreamResponse(_stream(first, events, msg_id, body.model, start_usage))
 
 
 @router.post("/messages/count_tokens", response_model=None)
@@ -133,23 +130,24 @@ def _message(msg_id: str, model: str, content: list[dict[str, Any]], usage: dict
 async def _collect(events: AsyncIterator[CoreEvent], msg_id: str, model: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     finish: FinishOut | None = None
-    async for ev in events:
-        if isinstance(ev, TextOut):
-            if content and content[-1]["type"] == "text":
-                content[-1]["text"] += ev.text
+    async with closing_stream(events) as stream:
+        async for ev in stream:
+            if isinstance(ev, TextOut):
+                if content and content[-1]["type"] == "text":
+                    content[-1]["text"] += ev.text
+                else:
+                    content.append({"type": "text", "text": ev.text})
+            elif isinstance(ev, CallOut):
+                content.append(
+                    {
+                        "type": "tool_use",
+                        "id": tool_use_id(ev.id),
+                        "name": ev.name,
+                        "input": json.loads(ev.arguments),
+                    }
+                )
             else:
-                content.append({"type": "text", "text": ev.text})
-        elif isinstance(ev, CallOut):
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": tool_use_id(ev.id),
-                    "name": ev.name,
-                    "input": json.loads(ev.arguments),
-                }
-            )
-        else:
-            finish = ev
+                finish = ev
     assert finish is not None
     body = _message(msg_id, model, content, usage_body(finish.usage))
     body["stop_reason"], body["stop_sequence"] = stop_fields(finish)
@@ -210,10 +208,10 @@ async def _stream(
             for chunk in _translate(ev, blocks):
                 yield chunk
             ev = None if isinstance(ev, FinishOut) else await anext(events, None)
-    except TetherError as exc:
-        yield _event("error", anthropic_error(exc))
+    except Exception as exc:
+        yield _event("error", anthropic_error(contain(exc)))
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await aclose_quietly(events)
 
 
 def _translate(ev: CoreEvent, blocks: _Blocks) -> list[bytes]:

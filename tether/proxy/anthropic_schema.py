@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from tether.proxy.openai_schema import TetherOptions
+from tether.proxy.wire import RequestBody
 
 __all__ = [
     "AnthropicMessageIn",
@@ -20,8 +21,6 @@ __all__ = [
     "CountTokensRequest",
     "MessagesRequest",
 ]
-
-MAX_STOP_SEQUENCES = 16
 
 
 class _Loose(BaseModel):
@@ -50,7 +49,7 @@ class AnthropicToolChoice(_Loose):
     disable_parallel_tool_use: bool = False
 
 
-class CountTokensRequest(_Loose):
+class CountTokensRequest(RequestBody):
     """The body of ``/v1/messages/count_tokens``: a messages request without sampling settings."""
 
     model: str
@@ -70,12 +69,3 @@ class MessagesRequest(CountTokensRequest):
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=1)
-
-    @field_validator("stop_sequences")
-    @classmethod
-    def _stops(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and len(value) > MAX_STOP_SEQUENCES:
-            raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences")
-        if value is not None and any(not s for s in value):
-            raise ValueError("stop sequences must not be empty")
-        return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -18,14 +19,19 @@ from tether.config import ServerConfig
 from tether.engine.base import LogitsProcessor
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
-from tether.errors import InvalidRequestError, QueueFullError, TetherError
+from tether.errors import InternalError, InvalidRequestError, TetherError
 from tether.grammar.formats import detect_format, get_format
 from tether.grammar.provider import ConstraintProvider
 from tether.proxy.anthropic_routes import AnthropicErrorMiddleware
 from tether.proxy.anthropic_routes import router as anthropic_router
 from tether.proxy.core import ChatCore, ConstraintFactory, Prepared
 from tether.proxy.guard import PRESETS, CallGuard
-from tether.proxy.middleware import AuthMiddleware, BodyLimitMiddleware, RequestContextMiddleware
+from tether.proxy.middleware import (
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    DisconnectMiddleware,
+    RequestContextMiddleware,
+)
 from tether.proxy.openai_routes import router as openai_router
 from tether.proxy.server_tools import ServerTools
 from tether.proxy.sessions import SessionStore
@@ -40,8 +46,7 @@ log = structlog.get_logger(__name__)
 
 
 def _error_response(exc: TetherError) -> JSONResponse:
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, QueueFullError) else None
-    return JSONResponse(exc.to_openai(), status_code=exc.status, headers=headers)
+    return JSONResponse(exc.to_openai(), status_code=exc.status, headers=exc.headers())
 
 
 def _validation_param(errors: list[Any]) -> tuple[str, str | None]:
@@ -100,7 +105,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("server_ready", model=info.model_id, n_ctx=info.n_ctx, tool_format=fmt_name)
         yield
-        scheduler.close()
+        scheduler.shutdown()
+        # Joining the engine threads blocks; keep the loop free for the last responses meanwhile.
+        await asyncio.to_thread(scheduler.close)
 
     app = FastAPI(title="tether", version="0.1.0", lifespan=lifespan)
     sessions = SessionStore(
@@ -155,9 +162,10 @@ def create_app(
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled_error", error=repr(exc))
-        err = TetherError("internal server error; see the server log for details")
+        err = InternalError("internal server error; see the server log for details")
         return _error_response(err)
 
+    app.add_middleware(DisconnectMiddleware)  # innermost: reads the (limited) body, then watches
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(AuthMiddleware, api_key=config.api_key)
     app.add_middleware(AnthropicErrorMiddleware)  # outside auth and body limit: their errors too

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import Any
 
 from tether.chat import Message, ToolCallRecord
 from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
-from tether.grammar.formats.base import ToolSpec
+from tether.guardrails.presets import GuardConfig
 from tether.proxy.core import ChatJob, ToolChoice, new_call_id
-from tether.proxy.guard import PRESETS, GuardConfig
 from tether.proxy.openai_schema import ChatCompletionRequest, ChatMessageIn
+from tether.proxy.wire import MAX_LOGIT_BIAS, check_history, guard_for, stop_strings, tool_specs
 
 __all__ = ["job_from_openai", "text_of"]
 
@@ -56,18 +55,23 @@ def _message(msg: ChatMessageIn, index: int) -> Message:
     )
 
 
-def _tool_specs(req: ChatCompletionRequest) -> tuple[ToolSpec, ...]:
-    specs: list[ToolSpec] = []
-    seen: set[str] = set()
-    for i, tool in enumerate(req.tools or ()):
-        fn = tool.function
-        if fn.name in seen:
-            raise InvalidRequestError(f"duplicate tool name {fn.name!r}", param=f"tools[{i}].function.name")
-        seen.add(fn.name)
-        params = dict(fn.parameters or {"type": "object", "properties": {}})
-        params.pop("$schema", None)
-        specs.append(ToolSpec(name=fn.name, description=fn.description or "", parameters=params))
-    return tuple(specs)
+def _logit_bias(bias: dict[str, float] | None, n_vocab: int) -> tuple[tuple[int, float], ...]:
+    if not bias:
+        return ()
+    if len(bias) > MAX_LOGIT_BIAS:
+        raise InvalidRequestError(f"logit_bias may hold at most {MAX_LOGIT_BIAS} tokens", param="logit_bias")
+    out: list[tuple[int, float]] = []
+    for key, value in bias.items():
+        if not key.isdigit() or int(key) >= n_vocab:
+            raise InvalidRequestError(
+                f"logit_bias keys are token ids from 0 to {n_vocab - 1}, not {key!r}", param="logit_bias"
+            )
+        if not -100 <= value <= 100:
+            raise InvalidRequestError(
+                f"logit_bias values must be between -100 and 100, not {value}", param=f"logit_bias.{key}"
+            )
+        out.append((int(key), float(value)))
+    return tuple(out)
 
 
 def job_from_openai(
@@ -75,9 +79,14 @@ def job_from_openai(
     *,
     default_temperature: float,
     default_guard: GuardConfig,
+    n_vocab: int,
 ) -> ChatJob:
     messages = tuple(_message(m, i) for i, m in enumerate(req.messages))
-    tools = _tool_specs(req)
+    check_history(messages)
+    tools = tool_specs(
+        (t.function.name, t.function.description, t.function.parameters, f"tools[{i}].function.parameters")
+        for i, t in enumerate(req.tools or ())
+    )
     choice: ToolChoice
     if req.tool_choice is None:
         choice = "auto"
@@ -87,30 +96,26 @@ def job_from_openai(
         choice = req.tool_choice.function.name
     if choice == "required" and not tools:
         raise InvalidRequestError("tool_choice 'required' needs at least one tool", param="tool_choice")
-    stop: tuple[str, ...]
-    if req.stop is None:
-        stop = ()
-    elif isinstance(req.stop, str):
-        stop = (req.stop,)
-    else:
-        stop = tuple(req.stop)
     rf = req.response_format
     if rf is not None and rf.type == "json_schema":
         raise InvalidRequestError(
             "response_format json_schema is not supported yet; use json_object", param="response_format.type"
         )
+    if req.logprobs or req.top_logprobs:
+        raise InvalidRequestError("logprobs are not supported yet", param="logprobs")
     temperature = default_temperature if req.temperature is None else req.temperature
     params = SamplingParams(
         temperature=temperature,
         top_p=1.0 if req.top_p is None else req.top_p,
         seed=req.seed,
+        logit_bias=_logit_bias(req.logit_bias, n_vocab),
+        presence_penalty=req.presence_penalty or 0.0,
+        frequency_penalty=req.frequency_penalty or 0.0,
     )
-    guard = default_guard
-    if req.tether is not None:
-        if req.tether.preset is not None:
-            guard = PRESETS[req.tether.preset]
-        if req.tether.constrain is not None:
-            guard = replace(guard, constrain=req.tether.constrain)
+    options = req.tether
+    guard = guard_for(
+        options.preset if options else None, options.constrain if options else None, default_guard
+    )
     return ChatJob(
         messages=messages,
         tools=tools,
@@ -118,7 +123,7 @@ def job_from_openai(
         parallel_tool_calls=req.parallel_tool_calls,
         params=params,
         max_tokens_requested=req.max_completion_tokens or req.max_tokens,
-        stop=stop,
+        stop=stop_strings(req.stop),
         guard=guard,
         json_mode=rf is not None and rf.type == "json_object",
     )

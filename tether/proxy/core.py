@@ -16,9 +16,11 @@ from typing import Any, Literal
 
 import structlog
 
+from tether.aio import aclose_quietly
 from tether.chat import Message
 from tether.config import ConstrainMode
 from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
+from tether.engine.processors import chain, sampling_processors
 from tether.engine.prompt import build_prompt
 from tether.engine.scheduler import Scheduler
 from tether.engine.stops import StopMatcher
@@ -199,7 +201,9 @@ class ChatCore:
     async def run(self, prepared: Prepared) -> AsyncIterator[CoreEvent]:
         """Stream core events; closing the iterator cancels the generation."""
         job = prepared.job
-        processor = self.constraint_factory(prepared) if self.constraint_factory else None
+        constraint = self.constraint_factory(prepared) if self.constraint_factory else None
+        own = sampling_processors(prepared.params, len(prepared.prompt_ids))
+        processor = chain([*own, constraint])  # the constraint last: no bias re-opens a masked token
         stops = StopMatcher(job.stop)
         detector = StreamDetector(prepared.fmt, prepared.tools) if prepared.tools else None
         calls: list[ParsedCall] = []
@@ -231,7 +235,7 @@ class ChatCore:
                 else:
                     done = event
         finally:
-            await gen.aclose()
+            await aclose_quietly(gen)
         for out in route(stops.flush()):
             yield out
         if detector is not None:
@@ -310,7 +314,7 @@ async def prime(events: AsyncIterator[CoreEvent]) -> AsyncIterator[CoreEvent]:
             async for ev in events:
                 yield ev
         finally:
-            await events.aclose()  # type: ignore[attr-defined]
+            await aclose_quietly(events)
 
     return replay()
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
+from tether.aio import aclose_quietly
 from tether.chat import Message
-from tether.config import ConstrainMode
 from tether.engine.base import SamplingParams, Token
 from tether.engine.prompt import build_prompt
 from tether.engine.scheduler import Scheduler
@@ -25,44 +25,11 @@ from tether.grammar.formats.base import ParsedCall, ToolSpec
 from tether.grammar.provider import ConstraintProvider
 from tether.guardrails import GuardrailStats, Intervention, check_arguments, resolve_name, unknown_tool_text
 from tether.guardrails.policy import invalid_arguments_text
+from tether.guardrails.presets import PRESETS, GuardConfig, PresetName
 
 __all__ = ["PRESETS", "CallGuard", "GuardConfig", "GuardOutcome", "PresetName"]
 
 log = structlog.get_logger(__name__)
-
-PresetName = Literal["bare", "names", "resolve", "rescue", "full", "strict"]
-
-
-@dataclass(frozen=True)
-class GuardConfig:
-    """Which guardrails run. ``constrain`` is layer 0 (in the sampler); the rest run after sampling."""
-
-    constrain: ConstrainMode = "names"
-    rescue: bool = True
-    resolve: bool = True
-    repick: bool = True
-    validate: bool = True
-    repair: bool = True
-    dedupe: bool = True  # drop a call identical (name and arguments) to an earlier one in the same reply
-
-
-# Ablation presets, each adding one layer to the previous (the eval CLI names them the same way).
-PRESETS: dict[str, GuardConfig] = {
-    "bare": GuardConfig(
-        "off", rescue=False, resolve=False, repick=False, validate=False, repair=False, dedupe=False
-    ),
-    "names": GuardConfig(
-        "names", rescue=False, resolve=False, repick=False, validate=False, repair=False, dedupe=False
-    ),
-    "resolve": GuardConfig(
-        "names", rescue=False, resolve=True, repick=True, validate=False, repair=False, dedupe=False
-    ),
-    "rescue": GuardConfig(
-        "names", rescue=True, resolve=True, repick=True, validate=False, repair=False, dedupe=False
-    ),
-    "full": GuardConfig("names"),
-    "strict": GuardConfig("strict"),
-}
 
 
 @dataclass(frozen=True)
@@ -216,7 +183,7 @@ class CallGuard:
                 if isinstance(ev, Token):
                     parts.append(ev.text)
         finally:
-            await gen.aclose()
+            await aclose_quietly(gen)
         return "".join(parts)
 
     def _prompt(self, messages: Sequence[Message], call: ParsedCall, instruction: str) -> str:
@@ -310,12 +277,3 @@ def _copied_placeholders(
     if unsaid:
         walk(args, "")
     return found
-
-
-def preset(name: str) -> GuardConfig:
-    """The named preset; unknown names raise ``KeyError`` (the request validator checks them first)."""
-    return PRESETS[name]
-
-
-def with_constrain(config: GuardConfig, constrain: ConstrainMode | None) -> GuardConfig:
-    return config if constrain is None else replace(config, constrain=constrain)

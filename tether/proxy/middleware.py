@@ -1,4 +1,4 @@
-"""Pure ASGI middleware: request ids and logging, API-key auth, request-body limit.
+"""Pure ASGI middleware: request ids and logging, API-key auth, request-body limit, disconnects.
 
 Pure ASGI (not ``BaseHTTPMiddleware``) so streaming responses and client
 disconnects pass straight through.
@@ -11,22 +11,30 @@ import json
 import secrets
 import time
 
+import anyio
 import structlog
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tether.errors import AuthenticationError, PayloadTooLargeError, TetherError
 
-__all__ = ["AuthMiddleware", "BodyLimitMiddleware", "RequestContextMiddleware", "send_error"]
+__all__ = [
+    "AuthMiddleware",
+    "BodyLimitMiddleware",
+    "DisconnectMiddleware",
+    "RequestContextMiddleware",
+    "send_error",
+]
 
 log = structlog.get_logger("tether.access")
 
 OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json", "/docs/oauth2-redirect"})
 
 
-async def send_error(send: Send, exc: TetherError, headers: dict[str, str] | None = None) -> None:
+async def send_error(send: Send, exc: TetherError) -> None:
     body = json.dumps(exc.to_openai()).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    raw += [(k.lower().encode(), v.encode()) for k, v in exc.headers().items()]
     await send({"type": "http.response.start", "status": exc.status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
 
@@ -132,3 +140,74 @@ class BodyLimitMiddleware:
 
 class _BodyTooLarge(Exception):
     pass
+
+
+class DisconnectMiddleware:
+    """Cancels a request's work the moment its client goes away.
+
+    The body is read first and replayed to the app, which then runs beside a watcher on
+    the real ``receive``: an ``http.disconnect`` — the client hung up while queued, while
+    the engine generates, mid-stream or while the guard regenerates — cancels the app's
+    task, and the streams it holds close (see :mod:`tether.aio`), freeing the slot.
+    A failed ``send`` to a closed connection counts the same.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body.append(message)
+            if not message.get("more_body"):
+                break
+        gone = anyio.Event()
+        sent = {"all": False}
+
+        async def replay() -> Message:
+            if body:
+                return body.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def guarded_send(message: Message) -> None:
+            try:
+                await send(message)
+            except OSError:
+                gone.set()
+                raise
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                sent["all"] = True
+
+        failure: Exception | None = None
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                if sent["all"]:
+                    return  # the server closes after a complete response: not a hang-up
+                gone.set()
+                log.info("client_disconnected", path=scope.get("path"))
+                group.cancel_scope.cancel()
+
+            group.start_soon(watch)
+            try:
+                await self.app(scope, replay, guarded_send)
+            except (OSError, ClientDisconnect) as exc:
+                if not gone.is_set():
+                    failure = exc
+                else:
+                    log.info("client_disconnected", path=scope.get("path"), while_sending=True)
+            except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
+                failure = exc
+            finally:
+                group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure

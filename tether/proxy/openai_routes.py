@@ -8,16 +8,19 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 
+from tether.aio import aclose_quietly, closing_stream
 from tether.engine.base import SamplingParams
-from tether.errors import ModelNotFoundError, TetherError
+from tether.errors import ModelNotFoundError
 from tether.proxy.convert import job_from_openai
 from tether.proxy.core import CallOut, ChatJob, CoreEvent, FinishOut, TextOut, Usage, prime
 from tether.proxy.guard import PRESETS
 from tether.proxy.openai_schema import ChatCompletionRequest, CompletionRequest
 from tether.proxy.sessions import SESSION_HEADER, WORKFLOW_HEADER, store_of
+from tether.proxy.sse import EventStreamResponse, contain
 from tether.proxy.state import AppState
+from tether.proxy.wire import stop_strings
 
 __all__ = ["router"]
 
@@ -56,11 +59,16 @@ async def list_models(request: Request) -> dict[str, Any]:
 
 
 @router.post("/chat/completions", response_model=None)
-async def chat_completions(body: ChatCompletionRequest, request: Request) -> JSONResponse | StreamingResponse:
+async def chat_completions(
+    body: ChatCompletionRequest, request: Request
+) -> JSONResponse | EventStreamResponse:
     state = _state(request)
     _check_model(state, body.model)
     job = job_from_openai(
-        body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
+        body,
+        default_temperature=state.config.default_temperature,
+        default_guard=state.default_guard,
+        n_vocab=state.core.info.n_vocab,
     )
     session = request.headers.get(SESSION_HEADER)
     if session is not None:
@@ -70,11 +78,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> JSO
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(
-            _stream_chat(await prime(events), rid, created, body.model, include_usage),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return EventStreamResponse(_stream_chat(await prime(events), rid, created, body.model, include_usage))
     return JSONResponse(await _collect_chat(events, rid, created, body.model))
 
 
@@ -84,13 +88,14 @@ async def _collect_chat(
     text: list[str] = []
     calls: list[CallOut] = []
     finish: FinishOut | None = None
-    async for ev in events:
-        if isinstance(ev, TextOut):
-            text.append(ev.text)
-        elif isinstance(ev, CallOut):
-            calls.append(ev)
-        else:
-            finish = ev
+    async with closing_stream(events) as stream:
+        async for ev in stream:
+            if isinstance(ev, TextOut):
+                text.append(ev.text)
+            elif isinstance(ev, CallOut):
+                calls.append(ev)
+            else:
+                finish = ev
     assert finish is not None
     message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or (None if calls else "")}
     if calls:
@@ -150,15 +155,15 @@ async def _stream_chat(
                     usage_chunk["choices"] = []
                     usage_chunk["usage"] = _usage(ev.usage)
                     yield _sse(usage_chunk)
-    except TetherError as exc:
-        yield _sse(exc.to_openai())
+    except Exception as exc:
+        yield _sse(contain(exc).to_openai())
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await aclose_quietly(events)
     yield _sse("[DONE]")
 
 
 @router.post("/completions", response_model=None)
-async def completions(body: CompletionRequest, request: Request) -> JSONResponse | StreamingResponse:
+async def completions(body: CompletionRequest, request: Request) -> JSONResponse | EventStreamResponse:
     state = _state(request)
     _check_model(state, body.model)
     prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt)
@@ -170,7 +175,7 @@ async def completions(body: CompletionRequest, request: Request) -> JSONResponse
             seed=body.seed,
         ),
         max_tokens_requested=body.max_tokens,
-        stop=(body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ()),
+        stop=stop_strings(body.stop),
         guard=PRESETS["bare"],
     )
     prepared = state.core.prepare_raw(job, prompt)
@@ -178,17 +183,16 @@ async def completions(body: CompletionRequest, request: Request) -> JSONResponse
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return StreamingResponse(
-            _stream_completion(state.core.run(prepared), rid, created, body.model, include_usage),
-            media_type="text/event-stream",
-        )
+        events = await prime(state.core.run(prepared))
+        return EventStreamResponse(_stream_completion(events, rid, created, body.model, include_usage))
     parts: list[str] = []
     finish: FinishOut | None = None
-    async for ev in state.core.run(prepared):
-        if isinstance(ev, TextOut):
-            parts.append(ev.text)
-        elif isinstance(ev, FinishOut):
-            finish = ev
+    async with closing_stream(state.core.run(prepared)) as stream:
+        async for ev in stream:
+            if isinstance(ev, TextOut):
+                parts.append(ev.text)
+            elif isinstance(ev, FinishOut):
+                finish = ev
     assert finish is not None
     text = (prompt if body.echo else "") + "".join(parts)
     return JSONResponse(
@@ -226,8 +230,8 @@ async def _stream_completion(
                     last["choices"] = []
                     last["usage"] = _usage(ev.usage)
                     yield _sse(last)
-    except TetherError as exc:
-        yield _sse(exc.to_openai())
+    except Exception as exc:
+        yield _sse(contain(exc).to_openai())
     finally:
-        await events.aclose()  # type: ignore[attr-defined]
+        await aclose_quietly(events)
     yield _sse("[DONE]")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
+
+from tether.proxy.wire import RequestBody
 
 __all__ = [
     "ChatCompletionRequest",
@@ -72,14 +74,17 @@ class ResponseFormat(_Loose):
     json_schema: dict[str, Any] | None = None
 
 
-class TetherOptions(_Loose):
-    """The ``tether`` extension field: per-request overrides."""
+class TetherOptions(BaseModel):
+    """The ``tether`` extension field: per-request overrides (tether's own namespace: a misspelt
+    key is an error, not silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     constrain: Literal["off", "names", "strict"] | None = None
     preset: Literal["bare", "names", "resolve", "rescue", "full", "strict"] | None = None
 
 
-class ChatCompletionRequest(_Loose):
+class ChatCompletionRequest(RequestBody):
     model: str
     messages: list[ChatMessageIn] = Field(min_length=1)
     tools: list[ToolDef] | None = None
@@ -95,17 +100,15 @@ class ChatCompletionRequest(_Loose):
     seed: int | None = None
     n: int = Field(default=1, ge=1, le=1)
     response_format: ResponseFormat | None = None
+    logit_bias: dict[str, float] | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
     tether: TetherOptions | None = None
 
-    @field_validator("stop")
-    @classmethod
-    def _stops(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list) and len(value) > 16:
-            raise ValueError("at most 16 stop sequences")
-        return value
 
-
-class CompletionRequest(_Loose):
+class CompletionRequest(RequestBody):
     model: str
     prompt: str | list[str]
     stream: bool = False

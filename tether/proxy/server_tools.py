@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import structlog
 
+from tether.aio import closing_stream
 from tether.chat import Message, ToolCallRecord
 from tether.grammar.formats.base import ToolSpec
 from tether.proxy.core import CallOut, ChatCore, ChatJob, CoreEvent, FinishOut, Prepared, TextOut, Usage
@@ -58,13 +59,14 @@ class ServerTools:
             job = prepared.job
             calls: list[CallOut] = []
             finish: FinishOut | None = None
-            async for ev in core.run(prepared):
-                if isinstance(ev, TextOut):
-                    yield ev
-                elif isinstance(ev, CallOut):
-                    calls.append(ev)
-                else:
-                    finish = ev
+            async with closing_stream(core.run(prepared)) as events:
+                async for ev in events:
+                    if isinstance(ev, TextOut):
+                        yield ev
+                    elif isinstance(ev, CallOut):
+                        calls.append(ev)
+                    else:
+                        finish = ev
             assert finish is not None
             prompt += finish.usage.prompt_tokens
             completion += finish.usage.completion_tokens

@@ -34,6 +34,7 @@ import structlog
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.aio import closing_stream
 from tether.chat import Message
 from tether.errors import ConfigError, ContextOverflowError, InvalidRequestError
 from tether.proxy.core import CallOut, ChatCore, ChatJob, CoreEvent, FinishOut, Prepared, TextOut, Usage
@@ -227,14 +228,9 @@ class SessionStore:
 
 
 async def _collect(core: ChatCore, prepared: Prepared) -> AsyncIterator[CoreEvent]:
-    events = core.run(prepared)
-    try:
+    async with closing_stream(core.run(prepared)) as events:
         async for ev in events:
             yield ev
-    finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
 
 
 async def enforced_run(

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
+from tether.aio import closing_stream
 from tether.chat import Message, ToolCallRecord
 from tether.config import ConstrainMode
 from tether.engine.base import SamplingParams
@@ -133,17 +134,12 @@ class CoreClient:
         prepared = self._prepare(job)
         text: list[str] = []
         calls: list[ToolCallRecord] = []
-        events = self.core.run(prepared)
-        try:
+        async with closing_stream(self.core.run(prepared)) as events:
             async for event in events:
                 if isinstance(event, TextOut):
                     text.append(event.text)
                 elif isinstance(event, CallOut):
                     calls.append(ToolCallRecord(event.id, event.name, event.arguments))
-        finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()
         return Message("assistant", "".join(text), tuple(calls))
 
 

@@ -1,0 +1,38 @@
+"""Small asyncio helpers for closing event streams when a consumer is cancelled.
+
+A client that hangs up cancels its request task (anyio cancel scopes are level-triggered:
+every later ``await`` in that task raises again). Clean-up that must run anyway — closing
+the generator that holds an engine slot — goes through :func:`aclose_quietly`, which
+shields the close from that cancellation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+
+__all__ = ["aclose_quietly", "closing_stream"]
+
+T = TypeVar("T")
+
+
+async def aclose_quietly(stream: Any) -> None:
+    """``await stream.aclose()`` shielded from cancellation; streams without ``aclose`` are skipped."""
+    close = getattr(stream, "aclose", None)
+    if close is None:
+        return
+    with anyio.CancelScope(shield=True):
+        await close()
+
+
+@asynccontextmanager
+async def closing_stream(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterator[T]]:
+    """``async with closing_stream(events) as ev: async for x in ev: ...`` closes ``events`` on exit,
+    also when the task is cancelled mid-iteration."""
+    try:
+        yield stream
+    finally:
+        await aclose_quietly(stream)

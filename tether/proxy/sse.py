@@ -1,0 +1,48 @@
+"""Server-sent event responses that always close their event stream, and fault containment.
+
+``EventStreamResponse`` closes its body iterator when the response ends for any reason
+(finished, client gone, task cancelled), shielded from cancellation, so the generation
+behind it is cancelled and its slot freed. ``contain`` turns any exception raised while
+streaming into the ``TetherError`` the client is told about: known errors keep their
+class, anything else becomes an ``InternalError`` and is logged with its traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Mapping
+
+import structlog
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from tether.aio import aclose_quietly
+from tether.errors import InternalError, TetherError
+
+__all__ = ["EventStreamResponse", "contain"]
+
+log = structlog.get_logger(__name__)
+
+_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class EventStreamResponse(StreamingResponse):
+    """``text/event-stream`` whose body iterator is closed on every exit path."""
+
+    def __init__(self, content: AsyncIterable[bytes], headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(content, media_type="text/event-stream", headers={**_HEADERS, **(headers or {})})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await aclose_quietly(self.body_iterator)
+
+
+def contain(exc: BaseException) -> TetherError:
+    """The error to report for ``exc`` raised mid-stream (the stream then ends; the server stays up)."""
+    if isinstance(exc, TetherError):
+        if exc.status >= 500:
+            log.error("stream_failed", error=exc.message, code=exc.code)
+        return exc
+    log.error("stream_failed", error=repr(exc), exc_info=exc)
+    return InternalError("internal server error while streaming; see the server log for details")

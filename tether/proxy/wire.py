@@ -1,0 +1,177 @@
+"""What both wire protocols share when reading a request: limits, tool specs, history checks, presets.
+
+The OpenAI and Anthropic translators differ in shapes only; every rule about what a
+request may contain lives here once, so a bad request gets the same 400 whichever
+protocol it came in: a tool whose ``parameters`` is not a JSON Schema, duplicate tool
+names, a tool result that answers no call, text with lone surrogates, absurd sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic_core import PydanticCustomError
+
+from tether.chat import Message
+from tether.errors import InvalidRequestError
+from tether.grammar.formats.base import ToolSpec
+from tether.guardrails.presets import PRESETS, GuardConfig
+
+__all__ = [
+    "MAX_LOGIT_BIAS",
+    "MAX_SCHEMA_DEPTH",
+    "MAX_STOPS",
+    "MAX_STOP_CHARS",
+    "MAX_TOOLS",
+    "RequestBody",
+    "check_history",
+    "find_surrogate",
+    "guard_for",
+    "stop_strings",
+    "tool_spec",
+    "tool_specs",
+]
+
+MAX_TOOLS = 128
+MAX_SCHEMA_DEPTH = 32
+MAX_SCHEMA_NODES = 5000
+MAX_STOPS = 16
+MAX_STOP_CHARS = 256
+MAX_LOGIT_BIAS = 1024
+
+
+def find_surrogate(value: Any, path: str = "") -> str | None:
+    """The path of the first string (key or value) holding a lone UTF-16 surrogate, or None.
+
+    JSON allows ``"\\ud800"``; it decodes to text no UTF-8 tokenizer can encode.
+    """
+    if isinstance(value, str):
+        return path or "(body)" if any("\ud800" <= ch <= "\udfff" for ch in value) else None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            found = find_surrogate(key, where) or find_surrogate(item, where)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = find_surrogate(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+class RequestBody(BaseModel):
+    """Base of every request body model: unknown fields are ignored (clients send many), and text
+    that no tokenizer can encode is refused with a 400 naming where it is."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, data: Any) -> Any:
+        where = find_surrogate(data)
+        if where is not None:
+            raise PydanticCustomError(
+                "lone_surrogate",
+                "{where} holds a lone UTF-16 surrogate (such as \\ud800), which is not text",
+                {"where": where},
+            )
+        return data
+
+
+def _shape(schema: Any, where: str) -> None:
+    """Depth and size bounds: a schema is compiled into automata and walked per value."""
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_SCHEMA_DEPTH or nodes > MAX_SCHEMA_NODES:
+            raise InvalidRequestError(
+                f"tool schema is too large: more than {MAX_SCHEMA_DEPTH} levels deep or "
+                f"{MAX_SCHEMA_NODES} nodes",
+                param=where,
+            )
+        children = node.values() if isinstance(node, Mapping) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, Mapping | list))
+
+
+def tool_spec(
+    name: str, description: str | None, parameters: Mapping[str, Any] | None, where: str
+) -> ToolSpec:
+    """A validated ``ToolSpec``: ``parameters`` must be a Draft 2020-12 object schema of sane size."""
+    params = dict(parameters) if parameters is not None else {"type": "object", "properties": {}}
+    params.pop("$schema", None)
+    _shape(params, where)
+    try:
+        Draft202012Validator.check_schema(params)
+    except SchemaError as exc:
+        path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
+        raise InvalidRequestError(
+            f"not a valid JSON Schema at {where}{path}: {exc.message}", param=where
+        ) from None
+    kind = params.get("type", "object")
+    if kind != "object" and not (isinstance(kind, list) and "object" in kind):
+        raise InvalidRequestError(
+            f"tool parameters must be an object schema (type 'object'), not {kind!r}", param=where
+        )
+    return ToolSpec(name=name, description=description or "", parameters=params)
+
+
+def tool_specs(
+    tools: Iterable[tuple[str, str | None, Mapping[str, Any] | None, str]],
+) -> tuple[ToolSpec, ...]:
+    """Specs for ``(name, description, parameters, where)`` rows; duplicate names and too many tools are 400s."""
+    specs: list[ToolSpec] = []
+    seen: set[str] = set()
+    for name, description, parameters, where in tools:
+        if len(specs) >= MAX_TOOLS:
+            raise InvalidRequestError(f"at most {MAX_TOOLS} tools can be offered", param="tools")
+        if name in seen:
+            raise InvalidRequestError(
+                f"duplicate tool name {name!r}", param=f"{where.rsplit('.', 1)[0]}.name"
+            )
+        seen.add(name)
+        specs.append(tool_spec(name, description, parameters, where))
+    return tuple(specs)
+
+
+def check_history(messages: Sequence[Message], *, where: str = "messages") -> None:
+    """Every tool result must answer a call made earlier in the conversation."""
+    called: set[str] = set()
+    for i, msg in enumerate(messages):
+        if msg.role == "assistant":
+            called.update(c.id for c in msg.tool_calls)
+        elif msg.role == "tool" and msg.tool_call_id not in called:
+            answered = (
+                f"call {msg.tool_call_id!r}" if msg.tool_call_id else "no call (tool_call_id is missing)"
+            )
+            raise InvalidRequestError(
+                f"a tool result answers {answered}, which no earlier assistant turn made",
+                param=f"{where}[{i}]",
+            )
+
+
+def stop_strings(stop: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Stop sequences, bounded in number and length; empty strings are refused."""
+    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    if len(stops) > MAX_STOPS:
+        raise InvalidRequestError(f"at most {MAX_STOPS} stop sequences", param="stop")
+    for s in stops:
+        if not s or len(s) > MAX_STOP_CHARS:
+            raise InvalidRequestError(
+                f"stop sequences must be 1 to {MAX_STOP_CHARS} characters long", param="stop"
+            )
+    return stops
+
+
+def guard_for(preset: str | None, constrain: str | None, default: GuardConfig) -> GuardConfig:
+    """The ``tether`` extension field, for both protocols: a preset, then a ``constrain`` override."""
+    guard = PRESETS[preset] if preset is not None else default
+    return replace(guard, constrain=constrain) if constrain is not None else guard  # type: ignore[arg-type]
