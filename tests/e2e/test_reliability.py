@@ -6,51 +6,15 @@ Each test starts its own server on the bundled model (fresh counters), talks to 
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 
-from tests.support.socket_server import free_port
+from tests.support.processes import tether_serve
 
 MODEL = "smollm2-135m-instruct"
-
-
-@contextmanager
-def tether_serve(
-    *args: str, env: dict[str, str] | None = None
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "tether.cli", "serve", "--port", str(port), *args]
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, **(env or {})})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"tether serve exited: {log.read().decode(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "tether serve did not become healthy in 120 s"
-            time.sleep(0.2)
-        yield base, proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        log.close()
 
 
 def test_hanging_up_mid_stream_does_not_stop_the_server() -> None:
