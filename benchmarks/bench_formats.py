@@ -16,9 +16,10 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
+from tether.calls import ToolCall
 from tether.grammar.detector import StreamDetector
 from tether.grammar.formats import available_formats, get_format
-from tether.grammar.formats.base import ParsedCall, ToolCallFormat, ToolSpec
+from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 
 TOOLS = (
     ToolSpec(
@@ -39,9 +40,9 @@ TOOLS = (
 )
 CODE = "\n".join(f'def f{i}(x):\n    return {{"k{i}": x + {i}}}  # "}}" inside a string' for i in range(12))
 CALLS = (
-    ParsedCall("get_weather", {"city": "San Francisco, CA", "days": 3}),
-    ParsedCall("search", {"query": "best hiking trails near the Golden Gate bridge with views"}),
-    ParsedCall("write_file", {"path": "src/app.py", "content": CODE}),
+    ToolCall("get_weather", {"city": "San Francisco, CA", "days": 3}),
+    ToolCall("search", {"query": "best hiking trails near the Golden Gate bridge with views"}),
+    ToolCall("write_file", {"path": "src/app.py", "content": CODE}),
 )
 PROSE = " ".join(
     "The forecast for the coming week shows mild temperatures, light winds from the west and a chance "

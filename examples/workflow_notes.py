@@ -68,7 +68,7 @@ def embedded_client() -> ModelClient:
     from tether.grammar.formats import detect_format, get_format
     from tether.grammar.provider import ConstraintProvider
     from tether.proxy.app import tool_constraint_factory
-    from tether.proxy.core import ChatCore
+    from tether.turns.core import ChatCore
 
     engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096)
     core = ChatCore(

@@ -1,32 +1,16 @@
-"""Protocol-neutral chat types shared by the OpenAI and Anthropic adapters and the runner."""
+"""Protocol-neutral chat types shared by the OpenAI and Anthropic adapters, the runner and the evals."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Message", "Role", "ToolCallRecord"]
+from tether.calls import ToolCall
+
+__all__ = ["Message", "Role", "Usage"]
 
 Role = Literal["system", "user", "assistant", "tool"]
-
-
-@dataclass(frozen=True)
-class ToolCallRecord:
-    """A tool call as it travels in conversation history; ``arguments`` is a JSON object text."""
-
-    id: str
-    name: str
-    arguments: str = "{}"
-
-    def arguments_dict(self) -> dict[str, Any]:
-        """The arguments as a dict; non-object or invalid JSON becomes ``{}`` wrapped raw."""
-        try:
-            value = json.loads(self.arguments) if self.arguments else {}
-        except json.JSONDecodeError:
-            return {"_raw": self.arguments}
-        return value if isinstance(value, dict) else {"_value": value}
 
 
 @dataclass(frozen=True)
@@ -35,7 +19,7 @@ class Message:
 
     role: Role
     content: str = ""
-    tool_calls: tuple[ToolCallRecord, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     name: str | None = None
 
@@ -44,11 +28,7 @@ class Message:
         out: dict[str, Any] = {"role": self.role, "content": self.content}
         if self.tool_calls:
             out["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments_dict()},
-                }
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": dict(c.arguments)}}
                 for c in self.tool_calls
             ]
         if self.tool_call_id is not None:
@@ -57,17 +37,50 @@ class Message:
             out["name"] = self.name
         return out
 
+    def to_openai(self) -> dict[str, Any]:
+        """An OpenAI chat message dict (arguments as JSON text)."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["content"] = self.content or None
+            out["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role == "tool":
+            out["name"] = self.name
+        return out
+
     @staticmethod
-    def from_mapping(data: Mapping[str, Any]) -> Message:
-        """Build from an already-validated mapping with text content."""
-        calls = tuple(
-            ToolCallRecord(id=str(c["id"]), name=str(c["name"]), arguments=str(c.get("arguments", "{}")))
-            for c in data.get("tool_calls") or ()
-        )
+    def from_openai(data: Mapping[str, Any]) -> Message:
+        """From an OpenAI chat message dict (content as text or text parts; arguments as text or objects)."""
+        role = {"developer": "system", "function": "tool"}.get(str(data.get("role")), str(data.get("role")))
+        content = data.get("content")
+        if isinstance(content, list):
+            content = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+        calls = tuple(ToolCall.from_openai(c) for c in data.get("tool_calls") or ())
         return Message(
-            role=data["role"],
-            content=str(data.get("content") or ""),
+            role=role,  # type: ignore[arg-type]
+            content=content if isinstance(content, str) else "",
             tool_calls=calls,
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one or more generations; ``+`` sums them (a reply counts every generation it ran)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_evaluated: int = 0
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.prompt_tokens - self.prompt_tokens_evaluated
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.prompt_tokens_evaluated + other.prompt_tokens_evaluated,
         )

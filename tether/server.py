@@ -17,7 +17,7 @@ from tether.engine.locate import bundled_model_path
 from tether.engine.scheduler import Scheduler
 from tether.errors import ConfigError
 from tether.proxy.app import create_app
-from tether.proxy.server_tools import ServerTools
+from tether.turns.stages import ServerToolsStage
 
 __all__ = ["build_app", "load_engines", "run_server"]
 
@@ -46,7 +46,7 @@ def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine
     return engines
 
 
-def server_tools(config: ServerConfig) -> ServerTools | None:
+def server_tools(config: ServerConfig) -> ServerToolsStage | None:
     """The sandboxed built-ins the proxy runs itself, or None. Fails closed without bubblewrap."""
     if not config.server_tools:
         return None
@@ -68,7 +68,7 @@ def server_tools(config: ServerConfig) -> ServerTools | None:
     chosen = [t for t in tools if "all" in wanted or t.name in wanted]
     policy = PermissionPolicy.from_settings(config.permission)
     log.info("server_tools_enabled", tools=[t.name for t in chosen], permission=policy.mode.value)
-    return ServerTools(ToolBox(chosen, policy=policy))
+    return ServerToolsStage(ToolBox(chosen, policy=policy))
 
 
 def _mlx_engines(config: ServerConfig, path: Path) -> list[Engine]:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jsonschema
 
+from tether.calls import ToolCall
 from tether.chat import Message
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
-from tether.grammar.formats.base import ParsedCall, ToolSpec
+from tether.grammar.formats import detect_format, get_format
+from tether.grammar.formats.base import ToolSpec
 from tether.grammar.provider import ConstraintProvider
-from tether.proxy.guard import PRESETS, CallGuard
+from tether.guardrails.pipeline import GuardResult, guard_steps, run_guard
+from tether.guardrails.presets import PRESETS
+from tether.turns.regenerate import SchedulerRegenerator
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -30,34 +36,34 @@ TOOLS = (WEATHER, READ)
 ASK = (Message("user", "What is the weather like in Paris today?"),)
 
 
-def guard_for(engine: LlamaCppEngine) -> CallGuard:
+async def guarded(engine: LlamaCppEngine, calls: Sequence[ToolCall]) -> GuardResult:
+    """The guard pipeline under ``full`` with the server's regenerator on the real engine."""
     template = ChatTemplate(engine.info.chat_template)
-    return CallGuard(Scheduler([engine]), template, ConstraintProvider(engine))
+    fmt = get_format(detect_format(engine.info.chat_template))
+    regenerator = SchedulerRegenerator(Scheduler([engine]), template, ConstraintProvider(engine), fmt)
+    steps = guard_steps(calls, TOOLS, PRESETS["full"], ASK, can_regenerate=True)
+    return await run_guard(steps, regenerator)
 
 
 async def test_repick_lands_on_an_offered_tool(smollm: LlamaCppEngine) -> None:
-    guard = guard_for(smollm)
-    bad = ParsedCall(
-        "frobnicate_sky",
-        {"city": "Paris"},
-        raw='{"name": "frobnicate_sky", "arguments": {"city": "Paris"}}',
-        offered=False,
+    bad = ToolCall(
+        "frobnicate_sky", {"city": "Paris"}, raw='{"name": "frobnicate_sky", "arguments": {"city": "Paris"}}'
     )
-    outcome = await guard.fix(PRESETS["full"], ASK, TOOLS, [bad])
+    outcome = await guarded(smollm, [bad])
     kinds = [n.kind for n in outcome.interventions]
     assert "repick" in kinds, kinds
     (call,) = outcome.calls
+    assert outcome.usage.completion_tokens > 0  # the re-pick's tokens are counted
     assert call.name in {"get_weather", "read_file"}
     if call.name == "get_weather":
         assert call.arguments == {"city": "Paris"}
 
 
 async def test_missing_argument_is_repaired_under_the_schema(smollm: LlamaCppEngine) -> None:
-    guard = guard_for(smollm)
-    bad = ParsedCall(
+    bad = ToolCall(
         "get_weather", {"town": "Paris"}, raw='{"name": "get_weather", "arguments": {"town": "Paris"}}'
     )
-    outcome = await guard.fix(PRESETS["full"], ASK, TOOLS, [bad])
+    outcome = await guarded(smollm, [bad])
     kinds = [n.kind for n in outcome.interventions]
     assert kinds == ["args_repaired"], outcome.interventions
     (call,) = outcome.calls
@@ -66,7 +72,7 @@ async def test_missing_argument_is_repaired_under_the_schema(smollm: LlamaCppEng
 
 
 async def test_valid_call_is_left_alone(smollm: LlamaCppEngine) -> None:
-    guard = guard_for(smollm)
-    good = ParsedCall("get_weather", {"city": "Paris"})
-    outcome = await guard.fix(PRESETS["full"], ASK, TOOLS, [good])
+    good = ToolCall("get_weather", {"city": "Paris"})
+    outcome = await guarded(smollm, [good])
     assert outcome.interventions == () and outcome.calls[0].arguments == {"city": "Paris"}
+    assert outcome.usage.completion_tokens == 0

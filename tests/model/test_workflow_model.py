@@ -8,7 +8,6 @@ call itself and the run must end on the terminal tool.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from tether.engine.scheduler import Scheduler
 from tether.grammar.formats import detect_format, get_format
 from tether.grammar.provider import ConstraintProvider
 from tether.proxy.app import tool_constraint_factory
-from tether.proxy.core import ChatCore
+from tether.turns.core import ChatCore
 from tether.workflows import CoreClient, ModelCalled, RunEvent, WorkflowRunner, load_workflow
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "workflow_notes.yaml"
@@ -59,7 +58,7 @@ async def test_notes_workflow_runs_to_its_terminal_tool(smollm: LlamaCppEngine) 
     result = await runner.run()
     assert result.ok, (result.reason, [m.content for m in result.messages])
     assert result.terminal_call is not None and result.terminal_call.name == "submit_report"
-    final = json.loads(result.terminal_call.arguments)
+    final = dict(result.terminal_call.arguments)
     assert final["path"] == "notes.txt" and final["day"] in (
         "Monday",
         "Tuesday",

@@ -1,8 +1,9 @@
 """Turning a conversation and offered tools into prompt text for one model.
 
-When the chat template understands tools they are passed to it as-is; otherwise
-the active tool-call format renders the tool block into the system prompt and
-rewrites past tool calls and tool results into turns the template can hold.
+When the chat template understands tools they are passed to it as-is; otherwise (or
+when the format says its prompt owns the tools, as the generic format does) the active
+tool-call format renders the tool block into the system prompt and rewrites past tool
+calls and tool results into turns the template can hold.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from tether.chat import Message
 from tether.engine.template import ChatTemplate
-from tether.grammar.formats.base import ParsedCall, ToolCallFormat, ToolSpec
+from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 
 __all__ = ["build_prompt"]
 
@@ -25,7 +26,7 @@ def build_prompt(
     tools: Sequence[ToolSpec],
 ) -> str:
     """Prompt text ending with the assistant generation prefix."""
-    if template.supports_tools and fmt.name != "generic":
+    if template.supports_tools and not fmt.prompt_owns_tools:
         return template.render(
             [m.to_template() for m in messages],
             tools=[t.to_openai() for t in tools] if tools else None,
@@ -41,9 +42,8 @@ def _fold_tools(
     block = fmt.render_tools(tools) if tools else ""
     for msg in messages:
         if msg.role == "assistant" and msg.tool_calls:
-            calls = [ParsedCall(name=c.name, arguments=c.arguments_dict()) for c in msg.tool_calls]
             names_by_id.update({c.id: c.name for c in msg.tool_calls})
-            out.append({"role": "assistant", "content": fmt.render_calls(msg.content, calls)})
+            out.append({"role": "assistant", "content": fmt.render_calls(msg.content, msg.tool_calls)})
         elif msg.role == "tool":
             name = msg.name or names_by_id.get(msg.tool_call_id or "", "tool")
             role, text = fmt.render_tool_result(name, msg.content)

@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from tether.grammar.formats.base import JsonTextEnvelope, ParsedCall, ParseResult, ToolCallFormat, ToolSpec
+from tether.calls import ToolCall
+from tether.grammar.formats.base import JsonTextEnvelope, ParseResult, ToolCallFormat, ToolSpec
 
 __all__ = ["StreamDetector", "StreamEvent", "TextDelta", "ToolCallDone", "scan"]
 
@@ -44,7 +45,7 @@ class ToolCallDone:
     """A complete tool call; ``index`` counts the calls of this message from 0."""
 
     index: int
-    call: ParsedCall
+    call: ToolCall
 
 
 StreamEvent = TextDelta | ToolCallDone
@@ -255,7 +256,7 @@ class StreamDetector:
             self._emitted = True
         self._held_ws = full[len(body) :]
 
-    def _calls_done(self, calls: Sequence[ParsedCall]) -> None:
+    def _calls_done(self, calls: Sequence[ToolCall]) -> None:
         if self._after_block:
             self._held_ws = self._after_ws or self._held_ws
             self._after_ws = ""

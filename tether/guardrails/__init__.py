@@ -4,21 +4,22 @@ The rule throughout is *a wrong guess is worse than no guess*.
 
 * Layer 1, :func:`resolve_name`: deterministic name normalization (exact, case,
   namespace prefix, separator squash, a closed alias table, split), unique hits only.
-* Layer 2, :class:`Repicker`: a constrained re-pick of the name, implemented by the
-  proxy with the engine's grammar.
+* Layer 2: a constrained re-pick of the name, asked of a :class:`Regenerator` (the
+  proxy's uses the engine's grammar; ``wrap(regenerate=True)`` the client itself).
 * Arguments, :func:`check_arguments`: Draft 2020-12 validation, lossless recorded
   coercions, precise field errors.
 * Policy, :func:`decide`: bounded, escalating retries; a text answer is legitimate
   unless the request requires a tool.
-* :class:`Guardrails` ties them together for one chat completion; :func:`wrap`
-  applies it to an ``openai`` client. See ``docs/guardrails.md``.
+* :mod:`~tether.guardrails.pipeline`: the one pipeline of these layers, run by the
+  server, :class:`Guardrails` (one chat completion; :func:`wrap` applies it to an
+  ``openai`` client), the workflow runner and the evals. See ``docs/guardrails.md``.
 """
 
 from __future__ import annotations
 
 from tether.guardrails.aliases import ALIASES, CANONICAL_GROUPS, CANONICAL_NAMES, alias_targets, squash
 from tether.guardrails.arguments import ArgCheck, ArgumentChecker, FieldError, check_arguments
-from tether.guardrails.decision import CheckedCall, Decision
+from tether.guardrails.decision import Decision
 from tether.guardrails.guard import Guardrails, ToolChoiceLike, ToolLike
 from tether.guardrails.interventions import KINDS, GuardrailStats, Intervention
 from tether.guardrails.names import (
@@ -28,6 +29,7 @@ from tether.guardrails.names import (
     resolve_name,
     strip_namespace,
 )
+from tether.guardrails.pipeline import CallVerdict, GuardResult, Regenerated, Regenerator, guard_steps
 from tether.guardrails.policy import (
     Action,
     TurnFacts,
@@ -40,9 +42,9 @@ from tether.guardrails.policy import (
     tool_required_text,
     unknown_tool_text,
 )
-from tether.guardrails.repick import Repicker, messages_from_openai
+from tether.guardrails.presets import PRESETS, GuardConfig
 from tether.guardrails.response import interventions_of
-from tether.guardrails.wrap import finalize, wrap
+from tether.guardrails.wrap import ClientRegenerator, finalize, wrap
 
 __all__ = [
     "ALIASES",
@@ -50,16 +52,21 @@ __all__ = [
     "CANONICAL_NAMES",
     "KINDS",
     "NAMESPACE_PREFIXES",
+    "PRESETS",
     "Action",
     "ArgCheck",
     "ArgumentChecker",
-    "CheckedCall",
+    "CallVerdict",
+    "ClientRegenerator",
     "Decision",
     "FieldError",
+    "GuardConfig",
+    "GuardResult",
     "GuardrailStats",
     "Guardrails",
     "Intervention",
-    "Repicker",
+    "Regenerated",
+    "Regenerator",
     "Resolution",
     "ResolutionMethod",
     "ToolChoiceLike",
@@ -71,9 +78,9 @@ __all__ = [
     "check_arguments",
     "decide",
     "finalize",
+    "guard_steps",
     "interventions_of",
     "invalid_arguments_text",
-    "messages_from_openai",
     "not_executed_text",
     "nudge_tier",
     "resolve_name",

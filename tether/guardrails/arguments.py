@@ -37,8 +37,8 @@ import structlog
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 
+from tether.coercion import SchemaWalker, compact_json, json_type, path_text
 from tether.grammar.rescue import loads_lenient
-from tether.guardrails.coercion import SchemaWalker, compact_json, json_type, path_text
 
 __all__ = [
     "ArgCheck",

@@ -2,29 +2,38 @@
 
 ``Guardrails(tools).check(response)`` reads the first choice of an OpenAI chat
 completion (dict or ``openai`` SDK object), rescues tool calls written as text in
-``message.content`` (with the format registry's parsers), resolves each name
-(layer 1; layer 2 through :meth:`Guardrails.acheck` with a ``Repicker``), validates
-and safely coerces the arguments, and returns a :class:`Decision`: ``execute`` the
-calls, ``retry`` with the messages to append, ``fail`` when retries ran out, or
-``answer`` when the reply is (or must become) text. The choice itself is the pure
+``message.content`` (with the format registry's parsers), runs the one guard pipeline
+(:mod:`tether.guardrails.pipeline`: names, arguments; re-pick and repair through
+:meth:`Guardrails.acheck` with a ``Regenerator``) and returns a :class:`Decision`:
+``execute`` the calls, ``retry`` with the messages to append, ``fail`` when retries ran
+out, or ``answer`` when the reply is (or must become) text. The choice itself is the pure
 :func:`tether.guardrails.policy.decide`.
 """
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, get_args
 
+from tether.calls import ToolCall
 from tether.chat import Message
 from tether.errors import InvalidRequestError
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.guardrails.arguments import ArgumentChecker
-from tether.guardrails.decision import CheckedCall, Decision
+from tether.guardrails.decision import Decision
 from tether.guardrails.interventions import GuardrailStats, Intervention
-from tether.guardrails.names import resolve_name
+from tether.guardrails.pipeline import (
+    GuardResult,
+    Regenerated,
+    Regenerator,
+    Request,
+    Steps,
+    guard_steps,
+    run_guard,
+    run_guard_sync,
+)
 from tether.guardrails.policy import (
     TurnFacts,
     UnknownToolMode,
@@ -34,17 +43,13 @@ from tether.guardrails.policy import (
     tool_required_text,
     unknown_tool_text,
 )
-from tether.guardrails.repick import Repicker, messages_from_openai
-from tether.guardrails.response import RawCall, view_response
+from tether.guardrails.presets import GuardConfig
+from tether.guardrails.response import view_response
 
 __all__ = ["Guardrails", "ToolChoiceLike", "ToolLike", "is_function_tool"]
 
 ToolLike = ToolSpec | Mapping[str, Any]
 ToolChoiceLike = str | Mapping[str, Any] | None
-
-
-def _call_id() -> str:
-    return "call_" + secrets.token_hex(12)
 
 
 def is_function_tool(tool: ToolLike) -> bool:
@@ -87,6 +92,7 @@ class Guardrails:
     ``fill_defaults`` (fill missing properties from schema ``default`` s, recorded),
     ``rescue_formats`` (parsers tried on ``content`` when there are no ``tool_calls``)
     and ``stats`` (counters the caller owns; a fresh ``GuardrailStats`` by default).
+    The pipeline's switches are one ``GuardConfig`` (``config``); these options fill it.
     """
 
     def __init__(
@@ -111,6 +117,7 @@ class Guardrails:
         self.max_retries = max_retries
         self.unknown_tool: UnknownToolMode = unknown_tool
         self.stats = stats if stats is not None else GuardrailStats()
+        self.config = GuardConfig("off", dedupe=False, coerce=coerce, fill_defaults=fill_defaults)
         self._checkers = {
             t.name: ArgumentChecker(t.parameters, coerce=coerce, fill_defaults=fill_defaults)
             for t in self.tools
@@ -133,96 +140,36 @@ class Guardrails:
 
     # -- the pipeline ------------------------------------------------------------------
 
-    def _rescue(
-        self, content: str | None, offered: Sequence[ToolSpec]
-    ) -> tuple[str | None, list[RawCall], list[Intervention]]:
+    def _rescue(self, content: str | None, offered: Sequence[ToolSpec]) -> tuple[str | None, list[ToolCall]]:
+        """Calls written as text in ``content``, tagged ``from_text:<format>`` (the pipeline records them)."""
         if not content or not offered:
-            return content, [], []
+            return content, []
         for fmt in self._formats:
             result = fmt.parse(content, offered)
-            if not result.calls:
-                continue
-            calls = [RawCall(_call_id(), c.name, dict(c.arguments)) for c in result.calls]
-            notes = [
-                Intervention(
-                    "call_rescued",
-                    f"tool call written as text, parsed with the {fmt.name} format"
-                    + (f" (repairs: {', '.join(c.repairs)})" if c.repairs else ""),
-                    tool=c.name,
-                    before=c.raw or content,
-                    after=raw.to_openai(),
-                )
-                for c, raw in zip(result.calls, calls, strict=True)
-            ]
-            return result.content or None, calls, notes
-        return content, [], []
+            if result.calls:
+                tag = f"from_text:{fmt.name}"
+                return result.content or None, [replace(c, repairs=(tag, *c.repairs)) for c in result.calls]
+        return content, []
 
-    def _with_args(self, call: CheckedCall, name: str) -> tuple[CheckedCall, list[Intervention]]:
-        check = self._checkers[name].check(call.raw_arguments)
-        notes: list[Intervention] = []
-        if check.coercions:
-            notes.append(
-                Intervention(
-                    "args_coerced", "; ".join(check.coercions), name, call.raw_arguments, check.arguments
-                )
-            )
-        if check.defaults:
-            notes.append(
-                Intervention(
-                    "args_defaulted", "; ".join(check.defaults), name, call.raw_arguments, check.arguments
-                )
-            )
-        if check.errors:
-            detail = "; ".join(f"{e.path or '(arguments)'}: {e.message}" for e in check.errors)
-            notes.append(Intervention("args_invalid", detail, name, call.raw_arguments, None))
-        return replace(call, name=name, check=check), notes
-
-    def _resolve(
-        self, raw: RawCall, names: Sequence[str], rescued: bool
-    ) -> tuple[CheckedCall, list[Intervention]]:
-        res = resolve_name(raw.name, names)
-        call = CheckedCall(raw.id, raw.name, raw.name, raw.arguments, res, rescued=rescued)
-        if res.name is None:
-            detail = f"no offered tool matches {raw.name!r}"
-            if res.candidates:
-                detail += f"; ambiguous between {', '.join(res.candidates)}"
-            return call, [
-                Intervention("name_unresolved", detail, None, raw.name, list(res.candidates) or None)
-            ]
-        notes = (
-            []
-            if res.method == "exact"
-            else [
-                Intervention(
-                    "name_resolved",
-                    f"{res.method} match: {raw.name!r} -> {res.name!r}",
-                    res.name,
-                    raw.name,
-                    res.name,
-                )
-            ]
-        )
-        call, more = self._with_args(call, res.name)
-        return call, notes + more
-
-    def _inspect(
-        self, response: Any, tool_choice: ToolChoiceLike
-    ) -> tuple[str | None, list[CheckedCall], list[Intervention], bool]:
+    def _steps(
+        self, response: Any, tool_choice: ToolChoiceLike, messages: Sequence[Message], can_regenerate: bool
+    ) -> tuple[str | None, Steps]:
         view = view_response(response)
         offered = self.offered(tool_choice)
-        names = [t.name for t in offered]
-        content, raws = view.content, list(view.calls)
-        notes: list[Intervention] = []
-        rescued = False
-        if not raws:
-            content, raws, notes = self._rescue(view.content, offered)
-            rescued = bool(raws)
-        calls: list[CheckedCall] = []
-        for raw in raws:
-            call, more = self._resolve(raw, names, rescued)
-            calls.append(call)
-            notes.extend(more)
-        return content, calls, notes, view.has_choice
+        content, calls = view.content, list(view.calls)
+        if not calls:
+            content, calls = self._rescue(content, offered)
+        mode, _ = _choice(tool_choice)
+        steps = guard_steps(
+            calls,
+            offered,
+            self.config,
+            messages,
+            checkers=self._checkers,
+            required=mode in ("required", "named"),
+            can_regenerate=can_regenerate,
+        )
+        return content, steps
 
     def check(
         self,
@@ -231,63 +178,55 @@ class Guardrails:
         tool_choice: ToolChoiceLike = "auto",
         require_tool: bool = False,
         attempt: int = 0,
+        messages: Sequence[Message | Mapping[str, Any]] = (),
+        regenerate: Callable[[Request], Regenerated | None] | None = None,
     ) -> Decision:
         """Decide what to do with ``response``. ``require_tool``: an active workflow step needs a
-        tool call; ``attempt``: retries already spent on this turn."""
-        content, calls, notes, _ = self._inspect(response, tool_choice)
-        return self._finish(content, calls, notes, tool_choice, require_tool, attempt)
+        tool call; ``attempt``: retries already spent on this turn; ``regenerate``: a synchronous
+        re-pick/repair (see ``acheck``), given the conversation ``messages``."""
+        history = _messages(messages)
+        content, steps = self._steps(response, tool_choice, history, regenerate is not None)
+        result = run_guard_sync(steps, regenerate, self.stats)
+        return self._finish(content, result, tool_choice, require_tool, attempt)
 
     async def acheck(
         self,
         response: Any,
         *,
         messages: Sequence[Message | Mapping[str, Any]] = (),
-        repicker: Repicker | None = None,
+        regenerator: Regenerator | None = None,
         tool_choice: ToolChoiceLike = "auto",
         require_tool: bool = False,
         attempt: int = 0,
     ) -> Decision:
-        """:meth:`check` with layer 2: unresolved names go to ``repicker`` first. Its answer is
-        used only when it is an offered name."""
-        content, calls, notes, _ = self._inspect(response, tool_choice)
-        if repicker is not None and any(not c.resolved for c in calls):
-            offered = self.offered(tool_choice)
-            names = {t.name for t in offered}
-            history = messages_from_openai(messages)
-            for i, call in enumerate(calls):
-                if call.resolved:
-                    continue
-                picked = await repicker.repick(history, offered, call.raw_name)
-                if picked is not None and picked in names:
-                    fixed, more = self._with_args(replace(call, repicked=True), picked)
-                    calls[i] = fixed
-                    notes.append(Intervention("repick", "constrained re-pick", picked, call.raw_name, picked))
-                    notes.extend(more)
-                else:
-                    why = (
-                        "re-pick gave no name"
-                        if picked is None
-                        else f"re-pick returned {picked!r}, not offered; ignored"
-                    )
-                    notes.append(Intervention("repick", why, None, call.raw_name, None))
-        return self._finish(content, calls, notes, tool_choice, require_tool, attempt)
+        """:meth:`check` with the pipeline's regenerating layers: unresolved names go to a
+        constrained re-pick and invalid arguments to a schema-constrained repair, each one
+        extra generation by ``regenerator``. Its answers are used only when they are valid."""
+        history = _messages(messages)
+        content, steps = self._steps(response, tool_choice, history, regenerator is not None)
+        result = await run_guard(steps, regenerator, self.stats)
+        return self._finish(content, result, tool_choice, require_tool, attempt)
 
     # -- deciding ----------------------------------------------------------------------
 
     def _finish(
         self,
         content: str | None,
-        calls: list[CheckedCall],
-        notes: list[Intervention],
+        result: GuardResult,
         tool_choice: ToolChoiceLike,
         require_tool: bool,
         attempt: int,
     ) -> Decision:
         mode, named = _choice(tool_choice)
+        calls = [c for c, _ in result.checked]
+        verdicts = [v for _, v in result.checked]
+        notes = list(result.interventions)
+        if result.refused_text:
+            content = "\n".join(t for t in (content, *result.refused_text) if t)
         facts = TurnFacts(
             calls=len(calls),
-            unresolved=sum(not c.resolved for c in calls),
-            invalid=sum(c.resolved and not c.ok for c in calls),
+            unresolved=sum(not v.resolved for v in verdicts),
+            invalid=sum(v.status == "invalid" for v in verdicts),
             tool_required=require_tool or mode in ("required", "named"),
             attempt=attempt,
             max_retries=self.max_retries,
@@ -297,7 +236,7 @@ class Guardrails:
         names = [t.name for t in self.offered(tool_choice)]
         retry: tuple[dict[str, Any], ...] = ()
         if verdict.action == "retry":
-            retry = self._retry_messages(content, calls, names, named, verdict.tier)
+            retry = self._retry_messages(content, result, names, named, verdict.tier)
             notes.append(
                 Intervention(
                     "retry",
@@ -308,43 +247,53 @@ class Guardrails:
             notes.append(Intervention("failed", f"{verdict.reason}; {self.max_retries} retries spent"))
         elif verdict.action == "answer" and verdict.reason == "unknown_tool":
             content = "\n".join(
-                unknown_tool_text(c.raw_name, names, candidates=c.resolution.candidates)
-                for c in calls
-                if not c.resolved
+                unknown_tool_text(v.written_name, names, candidates=v.candidates)
+                for v in verdicts
+                if not v.resolved
             )
-            notes.append(Intervention("unknown_tool_text", content, None, [c.raw_name for c in calls], None))
-            calls = []
-        for note in notes:
+            notes.append(
+                Intervention("unknown_tool_text", content, None, [v.written_name for v in verdicts], None)
+            )
+            calls, verdicts = [], []
+        for note in notes[len(result.interventions) :]:  # the pipeline's own are recorded already
             self.stats.record(note)
         self.stats.record_action(verdict.action)
-        return Decision(verdict.action, verdict.reason, content, tuple(calls), retry, tuple(notes), attempt)
+        return Decision(
+            verdict.action,
+            verdict.reason,
+            content,
+            tuple(calls),
+            tuple(verdicts),
+            retry,
+            tuple(notes),
+            attempt,
+        )
 
     def _retry_messages(
-        self,
-        content: str | None,
-        calls: Sequence[CheckedCall],
-        names: Sequence[str],
-        named: str | None,
-        tier: int,
+        self, content: str | None, result: GuardResult, names: Sequence[str], named: str | None, tier: int
     ) -> tuple[dict[str, Any], ...]:
-        if not calls:
+        if not result.checked:
             nudge = tool_required_text(names, named=named, tier=tier)
             return ({"role": "assistant", "content": content or ""}, {"role": "user", "content": nudge})
+        # The assistant turn as the model wrote it (its own names), then one tool turn per call.
+        written = [replace(c, name=v.written_name) for c, v in result.checked]
         assistant: dict[str, Any] = {
             "role": "assistant",
             "content": content or None,
-            "tool_calls": [RawCall(c.id, c.raw_name, c.raw_arguments).to_openai() for c in calls],
+            "tool_calls": [c.to_openai() for c in written],
         }
         turns: list[dict[str, Any]] = [assistant]
-        for call in calls:
-            if not call.resolved:
-                text = unknown_tool_text(
-                    call.raw_name, names, candidates=call.resolution.candidates, tier=tier
-                )
-            elif not call.ok and call.check is not None:
+        for call, v in result.checked:
+            if not v.resolved:
+                text = unknown_tool_text(v.written_name, names, candidates=v.candidates, tier=tier)
+            elif v.status == "invalid":
                 schema = self._checkers[call.name].schema
-                text = invalid_arguments_text(call.name, call.check.errors, schema=schema, tier=tier)
+                text = invalid_arguments_text(call.name, v.errors, schema=schema, tier=tier)
             else:
                 text = not_executed_text()
             turns.append({"role": "tool", "tool_call_id": call.id, "content": text})
         return tuple(turns)
+
+
+def _messages(messages: Sequence[Message | Mapping[str, Any]]) -> tuple[Message, ...]:
+    return tuple(m if isinstance(m, Message) else Message.from_openai(m) for m in messages)

@@ -5,20 +5,18 @@ Each :class:`Intervention` is logged as one structlog event named
 is no process-wide counter). ``to_dict()`` gives the JSON shape the proxy reports in
 ``FinishOut.interventions`` and under ``"tether": {"interventions": [...]}``.
 
-Kinds:
+Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals:
 
-* ``call_rescued``: a tool call written as text in ``message.content`` was parsed;
-* ``name_resolved`` / ``name_unresolved``: layer-1 name normalization;
-* ``repick``: layer-2 constrained re-pick of a name (``after`` None when it gave none);
-* ``args_coerced`` / ``args_defaulted`` / ``args_invalid``: argument checks;
-* ``retry``: a retry was requested (``detail`` holds the reason and tier);
-* ``failed``: retries ran out; ``unknown_tool_text``: the turn became the error text.
-
-Serving path only (``tether.proxy.guard``): ``rescued`` / ``rescue_disabled`` (a malformed call was
-repaired, or left as text under a preset without rescue), ``args_repaired`` (regenerated under the
-schema grammar), ``duplicate_dropped`` (a call identical to an earlier one in the same reply), ``placeholder_dropped``
-(under ``tool_choice: auto``, a call whose arguments hold the format prompt's example value, which no
-message mentions: the model had no value to give).
+* ``rescued`` / ``rescue_disabled``: a call parsing had to repair (or write as text in
+  ``content``) was kept, or refused as text under a preset without rescue;
+* ``name_resolved`` / ``name_unresolved`` / ``repick``: layers 1 and 2 of name resolution;
+* ``args_coerced`` / ``args_defaulted`` / ``args_repaired`` / ``args_invalid``: argument checks;
+* ``placeholder_dropped`` (a call holding the format prompt's example value, which no message
+  mentions) and ``duplicate_dropped`` (identical to an earlier call in the same reply);
+* ``retry``, ``failed``, ``unknown_tool_text``: the retry policy of ``Guardrails``;
+* ``workflow_blocked`` / ``workflow_steered`` / ``workflow_regenerated`` /
+  ``workflow_fallback_text``: step enforcement on workflow sessions;
+* ``server_tool`` / ``server_tools_limit``: tools the server ran itself.
 """
 
 from __future__ import annotations
@@ -35,21 +33,26 @@ log = structlog.get_logger(__name__)
 
 KINDS: frozenset[str] = frozenset(
     {
-        "call_rescued",
+        "rescued",
+        "rescue_disabled",
         "name_resolved",
         "name_unresolved",
         "repick",
         "args_coerced",
         "args_defaulted",
+        "args_repaired",
         "args_invalid",
+        "placeholder_dropped",
+        "duplicate_dropped",
         "retry",
         "failed",
         "unknown_tool_text",
-        "rescued",
-        "rescue_disabled",
-        "args_repaired",
-        "duplicate_dropped",
-        "placeholder_dropped",
+        "workflow_blocked",
+        "workflow_steered",
+        "workflow_regenerated",
+        "workflow_fallback_text",
+        "server_tool",
+        "server_tools_limit",
     }
 )
 
@@ -63,15 +66,19 @@ class Intervention:
     tool: str | None = None
     before: Any = None
     after: Any = None
+    tier: int | None = None  # the nudge tier of a blocked workflow call
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "kind": self.kind,
             "detail": self.detail,
             "tool": self.tool,
             "before": self.before,
             "after": self.after,
         }
+        if self.tier is not None:
+            out["tier"] = self.tier
+        return out
 
 
 class GuardrailStats:

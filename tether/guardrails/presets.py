@@ -1,8 +1,9 @@
-"""Which guardrails run: ``GuardConfig`` and the named ablation presets, as data in one place.
+"""Which guardrails run: ``GuardConfig``, the one options object, and the named presets as data.
 
-``constrain`` is layer 0 (in the sampler); the other switches are the layers that run
-after sampling. Each preset adds one layer to the previous one; the server, the
-``Guardrails`` middleware and the eval CLI all read them from here.
+``constrain`` is layer 0 (in the sampler); the other switches are the layers of the guard
+pipeline that run after sampling (:mod:`tether.guardrails.pipeline`). Each preset adds one
+layer to the previous one; the server, the ``Guardrails`` middleware and the eval CLI all
+read them from here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class GuardConfig:
     validate: bool = True
     repair: bool = True
     dedupe: bool = True  # drop a call identical (name and arguments) to an earlier one in the same reply
+    coerce: bool = True  # lossless, recorded coercions while validating (tether.coercion)
+    fill_defaults: bool = False  # fill missing properties from schema defaults (recorded)
 
 
 _OFF = GuardConfig(

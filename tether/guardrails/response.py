@@ -10,16 +10,15 @@ itself uses, so on an SDK object they read as ``response.tether["interventions"]
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any, TypeVar
 
+from tether.calls import ToolCall
 from tether.errors import InvalidRequestError
 
 __all__ = [
-    "RawCall",
     "ResponseView",
     "as_dict",
     "interventions_of",
@@ -31,33 +30,11 @@ R = TypeVar("R")
 
 
 @dataclass(frozen=True)
-class RawCall:
-    """A tool call as the model wrote it; ``arguments`` is the raw JSON text (or a mapping
-    when it was rescued from text)."""
-
-    id: str
-    name: str
-    arguments: str | Mapping[str, Any] | None
-
-    def arguments_text(self) -> str:
-        if isinstance(self.arguments, str):
-            return self.arguments
-        return json.dumps(dict(self.arguments or {}), ensure_ascii=False)
-
-    def to_openai(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments_text()},
-        }
-
-
-@dataclass(frozen=True)
 class ResponseView:
     """The parts of a chat completion the guardrails read."""
 
     content: str | None
-    calls: tuple[RawCall, ...]
+    calls: tuple[ToolCall, ...]
     finish_reason: str | None
     has_choice: bool = True
 
@@ -96,17 +73,7 @@ def view_response(response: Any) -> ResponseView:
     message = _message(data)
     if message is None:
         return ResponseView(None, (), None, has_choice=False)
-    calls: list[RawCall] = []
-    for i, call in enumerate(message.get("tool_calls") or ()):
-        fn = call.get("function") or {}
-        args = fn.get("arguments")
-        calls.append(
-            RawCall(
-                id=str(call.get("id") or f"call_{i}"),
-                name=str(fn.get("name") or ""),
-                arguments=args if isinstance(args, str | Mapping) or args is None else json.dumps(args),
-            )
-        )
+    calls = [ToolCall.from_openai(c) for c in message.get("tool_calls") or () if isinstance(c, Mapping)]
     reason = data["choices"][0].get("finish_reason")
     return ResponseView(_content_text(message.get("content")), tuple(calls), reason)
 

@@ -8,6 +8,11 @@ coerced tool calls and the interventions under ``response.tether["interventions"
 (the same place the tether proxy reports its own). Streaming calls, calls without
 tools, calls with ``n > 1`` and calls offering non-function (custom) tools pass
 through unchanged.
+
+With ``regenerate=True`` the guard pipeline's regenerating layers run on the same client
+(:class:`ClientRegenerator`): a name that does not resolve gets one re-pick request (the
+offered tools, ``tool_choice`` required) and invalid arguments one repair request (that
+tool named in ``tool_choice``), before any retry; their answers count only when valid.
 """
 
 from __future__ import annotations
@@ -18,16 +23,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tether.chat import Usage
 from tether.guardrails.decision import Decision
 from tether.guardrails.guard import Guardrails, is_function_tool
 from tether.guardrails.interventions import GuardrailStats, Intervention
-from tether.guardrails.policy import UnknownToolMode
-from tether.guardrails.response import rebuild
+from tether.guardrails.pipeline import PickName, Regenerated, Request
+from tether.guardrails.policy import UnknownToolMode, invalid_arguments_text
+from tether.guardrails.response import as_dict, rebuild, view_response
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
 
-__all__ = ["finalize", "wrap"]
+__all__ = ["ClientRegenerator", "finalize", "wrap"]
 
 ClientT = TypeVar("ClientT", "OpenAI", "AsyncOpenAI")
 R = TypeVar("R")
@@ -95,18 +102,67 @@ class _Guards:
         return guard
 
 
-def _sync_create(original: Callable[..., Any], guards: _Guards) -> Callable[..., Any]:
+class ClientRegenerator:
+    """The guard's re-pick and repair as requests on the wrapped client (``create`` is its own,
+    unwrapped ``chat.completions.create``; ``base`` the caller's keyword arguments)."""
+
+    def __init__(self, create: Callable[..., Any], base: Mapping[str, Any]) -> None:
+        self.create = create
+        self.base = {k: v for k, v in base.items() if k not in ("messages", "tools", "tool_choice", "n")}
+
+    def request(self, request: Request) -> dict[str, Any]:
+        """The keyword arguments of the one request that answers ``request``."""
+        history = [m.to_openai() for m in request.messages]
+        shown = {"role": "assistant", "content": None, "tool_calls": [request.call.to_openai()]}
+        reply = {"role": "tool", "tool_call_id": request.call.id}
+        if isinstance(request, PickName):
+            names = ", ".join(t.name for t in request.tools)
+            text = f"Error: unknown tool '{request.call.name}'. Available tools: {names}. Call the one that fits."
+            tools = [t.to_openai() for t in request.tools]
+            choice: str | dict[str, Any] = "required"
+        else:
+            text = invalid_arguments_text(
+                request.tool.name, request.errors, schema=dict(request.tool.parameters)
+            )
+            tools = [request.tool.to_openai()]
+            choice = {"type": "function", "function": {"name": request.tool.name}}
+        messages = [*history, shown, {**reply, "content": text}]
+        return {**self.base, "messages": messages, "tools": tools, "tool_choice": choice}
+
+    def answer(self, request: Request, response: Any) -> Regenerated:
+        view = view_response(response)
+        data = as_dict(response).get("usage") or {}
+        prompt = int(data.get("prompt_tokens") or 0)
+        usage = Usage(prompt, int(data.get("completion_tokens") or 0), prompt)
+        if not view.calls:
+            return Regenerated(None, usage)
+        first = view.calls[0]
+        if isinstance(request, PickName):
+            return Regenerated(first.name, usage)
+        return Regenerated(dict(first.arguments) if not first.repairs else None, usage)
+
+    def __call__(self, request: Request) -> Regenerated:
+        return self.answer(request, self.create(**self.request(request)))
+
+    async def regenerate(self, request: Request) -> Regenerated:
+        return self.answer(request, await self.create(**self.request(request)))
+
+
+def _sync_create(original: Callable[..., Any], guards: _Guards, regenerate: bool) -> Callable[..., Any]:
     def create(**kwargs: Any) -> Any:
         if not _guarded(kwargs):
             return original(**kwargs)
         guard = guards.get(kwargs["tools"])
         choice = kwargs.get("tool_choice") if _given(kwargs.get("tool_choice")) else "auto"
         messages = list(kwargs["messages"])
+        regen = ClientRegenerator(original, kwargs) if regenerate else None
         seen: list[Intervention] = []
         attempt = 0
         while True:
             response = original(**{**kwargs, "messages": messages})
-            decision = guard.check(response, tool_choice=choice, attempt=attempt)
+            decision = guard.check(
+                response, tool_choice=choice, attempt=attempt, messages=messages, regenerate=regen
+            )
             seen.extend(decision.interventions)
             if decision.action != "retry":
                 return finalize(response, decision, seen)
@@ -116,18 +172,21 @@ def _sync_create(original: Callable[..., Any], guards: _Guards) -> Callable[...,
     return create
 
 
-def _async_create(original: Callable[..., Any], guards: _Guards) -> Callable[..., Any]:
+def _async_create(original: Callable[..., Any], guards: _Guards, regenerate: bool) -> Callable[..., Any]:
     async def create(**kwargs: Any) -> Any:
         if not _guarded(kwargs):
             return await original(**kwargs)
         guard = guards.get(kwargs["tools"])
         choice = kwargs.get("tool_choice") if _given(kwargs.get("tool_choice")) else "auto"
         messages = list(kwargs["messages"])
+        regen = ClientRegenerator(original, kwargs) if regenerate else None
         seen: list[Intervention] = []
         attempt = 0
         while True:
             response = await original(**{**kwargs, "messages": messages})
-            decision = guard.check(response, tool_choice=choice, attempt=attempt)
+            decision = await guard.acheck(
+                response, tool_choice=choice, attempt=attempt, messages=messages, regenerator=regen
+            )
             seen.extend(decision.interventions)
             if decision.action != "retry":
                 return finalize(response, decision, seen)
@@ -154,11 +213,13 @@ def wrap(
     fill_defaults: bool = False,
     rescue_formats: Sequence[str] = ("hermes", "generic"),
     stats: GuardrailStats | None = None,
+    regenerate: bool = False,
 ) -> ClientT:
     """A copy of ``client`` whose ``chat.completions.create`` applies the guardrails.
 
     ``max_retries`` counts guardrail retries per call (the SDK's own HTTP
-    ``max_retries`` is separate); ``stats`` collects counters across calls.
+    ``max_retries`` is separate); ``stats`` collects counters across calls;
+    ``regenerate`` enables re-pick and repair requests on the same client.
     """
     guards = _Guards(
         max_retries=max_retries,
@@ -173,5 +234,5 @@ def wrap(
     completions = copy.chat.completions
     original = completions.create
     make = _async_create if _is_async(client) else _sync_create
-    vars(completions)["create"] = make(original, guards)
+    vars(completions)["create"] = make(original, guards, regenerate)
     return copy

@@ -15,14 +15,15 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.types import Message as AsgiMessage
 
-from tether.chat import Message, ToolCallRecord
+from tether.calls import ToolCall
+from tether.chat import Message, Usage
 from tether.engine.base import SamplingParams
 from tether.errors import ContextOverflowError, InvalidRequestError, TetherError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.anthropic_schema import AnthropicMessageIn, CountTokensRequest, MessagesRequest
-from tether.proxy.core import ChatJob, FinishOut, ToolChoice, Usage
 from tether.proxy.wire import check_history, guard_for, stop_strings, tool_specs
+from tether.turns.events import ChatJob, FinishOut, ToolChoice
 
 __all__ = [
     "ERROR_TYPES",
@@ -124,7 +125,7 @@ def _turn(msg: AnthropicMessageIn, index: int, names: dict[str, str]) -> list[Me
         return [Message(msg.role, msg.content)]
     out: list[Message] = []
     text: list[str] = []
-    calls: list[ToolCallRecord] = []
+    calls: list[ToolCall] = []
 
     def flush_text() -> None:
         if text:
@@ -143,7 +144,7 @@ def _turn(msg: AnthropicMessageIn, index: int, names: dict[str, str]) -> list[Me
                 raise InvalidRequestError("tool_use needs an id and a name", param=f"{where}[{i}]")
             names[call_id] = name
             arguments = block.get("input")
-            calls.append(ToolCallRecord(call_id, name, json.dumps(arguments or {}, ensure_ascii=False)))
+            calls.append(ToolCall(name, dict(arguments) if isinstance(arguments, dict) else {}, call_id))
         elif kind == "tool_result" and msg.role == "user":
             flush_text()
             out.append(_tool_result(block, names, f"{where}[{i}]"))

@@ -22,8 +22,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from tether.aio import aclose_quietly, closing_stream
-from tether.errors import ModelNotFoundError, TetherError
+from tether.aio import aclose_quietly
+from tether.calls import ToolCall
+from tether.errors import TetherError
 from tether.proxy.anthropic_convert import (
     AnthropicErrorMiddleware,
     anthropic_error,
@@ -33,9 +34,10 @@ from tether.proxy.anthropic_convert import (
     usage_body,
 )
 from tether.proxy.anthropic_schema import CountTokensRequest, MessagesRequest
-from tether.proxy.core import CallOut, CoreEvent, FinishOut, TextOut
 from tether.proxy.sse import EventStreamResponse, contain
-from tether.proxy.state import AppState
+from tether.proxy.wire import app_state, check_model, interventions_field, session_of
+from tether.turns.core import prime
+from tether.turns.events import TextOut, TurnEvent, collect
 
 __all__ = ["AnthropicErrorMiddleware", "router"]
 
@@ -43,17 +45,6 @@ router = APIRouter(prefix="/v1")
 
 # Long arguments (file contents) leave in a few fragments of at most this many characters.
 FRAGMENT_CHARS = 512
-
-
-def _state(request: Request) -> AppState:
-    state: AppState = request.app.state.tether
-    return state
-
-
-def _check_model(state: AppState, model: str) -> None:
-    if model not in state.model_names:
-        served = ", ".join(state.model_names)
-        raise ModelNotFoundError(f"model {model!r} is not served here; available: {served}", param="model")
 
 
 def _error_response(exc: TetherError) -> JSONResponse:
@@ -71,40 +62,36 @@ def _fragments(arguments: str) -> list[str]:
 @router.post("/messages", response_model=None)
 async def messages(body: MessagesRequest, request: Request) -> JSONResponse | EventStreamResponse:
     """Anthropic Messages API; ``anthropic-version``/``anthropic-beta`` headers and query strings are accepted."""
-    state = _state(request)
+    state = app_state(request)
     msg_id = "msg_" + request.state.request_id
     try:
-        _check_model(state, body.model)
+        check_model(state, body.model)
         job = job_from_anthropic(
             body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
         )
-        prepared = state.core.prepare(job)
-        events = state.core.run(prepared)
+        events = state.start(job, session_of(request))
         if not body.stream:
             return JSONResponse(await _collect(events, msg_id, body.model))
-        try:
-            # Pull the first event before answering, so a full queue is still a 429 (which SDKs retry).
-            first = await anext(events)
-        except BaseException:
-            await aclose_quietly(events)
-            raise
+        # Pull the first event before answering, so a full queue is still a 429 (which SDKs retry).
+        events = await prime(events)
+        input_tokens = state.core.count_tokens(job)
     except TetherError as exc:
         return _error_response(exc)
     start_usage = {
-        "input_tokens": len(prepared.prompt_ids),
+        "input_tokens": input_tokens,
         "output_tokens": 0,
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
     }
-    return EventStreamResponse(_stream(first, events, msg_id, body.model, start_usage))
+    return EventStreamResponse(_stream(events, msg_id, body.model, start_usage))
 
 
 @router.post("/messages/count_tokens", response_model=None)
 async def count_tokens(body: CountTokensRequest, request: Request) -> JSONResponse:
     """Prompt tokens of a request, as the model would see it (tools included); counts past the window too."""
-    state = _state(request)
+    state = app_state(request)
     try:
-        _check_model(state, body.model)
+        check_model(state, body.model)
         job = job_from_anthropic(
             body, default_temperature=state.config.default_temperature, default_guard=state.default_guard
         )
@@ -127,33 +114,18 @@ def _message(msg_id: str, model: str, content: list[dict[str, Any]], usage: dict
     }
 
 
-async def _collect(events: AsyncIterator[CoreEvent], msg_id: str, model: str) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
-    finish: FinishOut | None = None
-    async with closing_stream(events) as stream:
-        async for ev in stream:
-            if isinstance(ev, TextOut):
-                if content and content[-1]["type"] == "text":
-                    content[-1]["text"] += ev.text
-                else:
-                    content.append({"type": "text", "text": ev.text})
-            elif isinstance(ev, CallOut):
-                content.append(
-                    {
-                        "type": "tool_use",
-                        "id": tool_use_id(ev.id),
-                        "name": ev.name,
-                        "input": json.loads(ev.arguments),
-                    }
-                )
-            else:
-                finish = ev
-    assert finish is not None
-    body = _message(msg_id, model, content, usage_body(finish.usage))
-    body["stop_reason"], body["stop_sequence"] = stop_fields(finish)
-    if finish.interventions:
-        body["tether"] = {"interventions": list(finish.interventions)}
+async def _collect(events: AsyncIterator[TurnEvent], msg_id: str, model: str) -> dict[str, Any]:
+    reply = await collect(events)
+    content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    content += [_tool_use(call) for call in reply.calls]
+    body = _message(msg_id, model, content, usage_body(reply.finish.usage))
+    body["stop_reason"], body["stop_sequence"] = stop_fields(reply.finish)
+    body.update(interventions_field(reply.finish))
     return body
+
+
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tool_use_id(call.id), "name": call.name, "input": dict(call.arguments)}
 
 
 class _Blocks:
@@ -192,37 +164,32 @@ class _Blocks:
 
 
 async def _stream(
-    first: CoreEvent,
-    events: AsyncIterator[CoreEvent],
-    msg_id: str,
-    model: str,
-    start_usage: dict[str, int],
+    events: AsyncIterator[TurnEvent], msg_id: str, model: str, start_usage: dict[str, int]
 ) -> AsyncIterator[bytes]:
     blocks = _Blocks()
     yield _event(
         "message_start", {"type": "message_start", "message": _message(msg_id, model, [], start_usage)}
     )
     try:
-        ev: CoreEvent | None = first
-        while ev is not None:
+        async for ev in events:
             for chunk in _translate(ev, blocks):
                 yield chunk
-            ev = None if isinstance(ev, FinishOut) else await anext(events, None)
     except Exception as exc:
         yield _event("error", anthropic_error(contain(exc)))
     finally:
         await aclose_quietly(events)
 
 
-def _translate(ev: CoreEvent, blocks: _Blocks) -> list[bytes]:
+def _translate(ev: TurnEvent, blocks: _Blocks) -> list[bytes]:
     if isinstance(ev, TextOut):
         out = blocks.start({"type": "text", "text": ""}) if blocks.open != "text" else []
         out.append(blocks.delta({"type": "text_delta", "text": ev.text}))
         return out
-    if isinstance(ev, CallOut):
+    if isinstance(ev, ToolCall):
         out = blocks.start({"type": "tool_use", "id": tool_use_id(ev.id), "name": ev.name, "input": {}})
         out += [
-            blocks.delta({"type": "input_json_delta", "partial_json": p}) for p in _fragments(ev.arguments)
+            blocks.delta({"type": "input_json_delta", "partial_json": p})
+            for p in _fragments(ev.arguments_json())
         ]
         return out + blocks.stop()
     out = blocks.stop()
@@ -232,8 +199,7 @@ def _translate(ev: CoreEvent, blocks: _Blocks) -> list[bytes]:
         "delta": {"stop_reason": reason, "stop_sequence": sequence},
         "usage": usage_body(ev.usage),
     }
-    if ev.interventions:
-        delta["tether"] = {"interventions": list(ev.interventions)}
+    delta.update(interventions_field(ev))
     out.append(_event("message_delta", delta))
     out.append(_event("message_stop", {"type": "message_stop"}))
     return out

@@ -22,10 +22,10 @@ from tether.engine.template import ChatTemplate
 from tether.errors import InternalError, InvalidRequestError, TetherError
 from tether.grammar.formats import detect_format, get_format
 from tether.grammar.provider import ConstraintProvider
+from tether.guardrails.pipeline import Regenerator
+from tether.guardrails.presets import PRESETS
 from tether.proxy.anthropic_routes import AnthropicErrorMiddleware
 from tether.proxy.anthropic_routes import router as anthropic_router
-from tether.proxy.core import ChatCore, ConstraintFactory, Prepared
-from tether.proxy.guard import PRESETS, CallGuard
 from tether.proxy.middleware import (
     AuthMiddleware,
     BodyLimitMiddleware,
@@ -33,12 +33,15 @@ from tether.proxy.middleware import (
     RequestContextMiddleware,
 )
 from tether.proxy.openai_routes import router as openai_router
-from tether.proxy.server_tools import ServerTools
-from tether.proxy.sessions import SessionStore
 from tether.proxy.sessions import router as sessions_router
 from tether.proxy.state import AppState
+from tether.turns.core import ChatCore, ConstraintFactory, Prepared
+from tether.turns.events import ChatJob
+from tether.turns.regenerate import SchedulerRegenerator
+from tether.turns.stages import CompactionStage, ServerToolsStage, SessionStage, Stage, TurnPipeline
 from tether.workflows.budget import context_budget
 from tether.workflows.loader import load_workflow
+from tether.workflows.sessions import SessionStore
 
 __all__ = ["create_app", "tool_constraint_factory"]
 
@@ -64,12 +67,12 @@ def tool_constraint_factory(provider: ConstraintProvider) -> ConstraintFactory:
 
     def factory(prepared: Prepared) -> LogitsProcessor | None:
         job = prepared.job
-        if not prepared.tools or job.constrain == "off":
+        if not prepared.tools or job.guard.constrain == "off":
             return None
         return provider.constraint(
             prepared.fmt,
             prepared.tools,
-            job.constrain,
+            job.guard.constrain,
             prompt_len=len(prepared.prompt_ids),
             required=job.tool_choice != "auto",
             parallel=job.parallel_tool_calls,
@@ -83,47 +86,61 @@ def create_app(
     scheduler: Scheduler,
     *,
     constraint_factory: ConstraintFactory | None = None,
-    server_tools: ServerTools | None = None,
+    server_tools: ServerToolsStage | None = None,
 ) -> FastAPI:
-    """Build the app around an already-loaded scheduler (the CLI loads the engines)."""
+    """Build the app around an already-loaded scheduler (the CLI loads the engines).
+
+    The turn pipeline is composed here, once, for every protocol: workflow sessions, then
+    server-side tools, then (with ``--compaction``) compaction, then the guarded generation.
+    """
     info = scheduler.engines[0].info
-    fmt_name = config.tool_format or detect_format(info.chat_template)
+    fmt = get_format(config.tool_format or detect_format(info.chat_template))
     provider = ConstraintProvider(scheduler.engines[0])
     if constraint_factory is None:
         constraint_factory = tool_constraint_factory(provider)
     template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
+
+    def regenerator(job: ChatJob) -> Regenerator:
+        return SchedulerRegenerator(scheduler, template, provider, fmt, priority=job.priority)
+
     core = ChatCore(
         scheduler,
-        get_format(fmt_name),
+        fmt,
         default_max_tokens=config.default_max_tokens,
         constraint_factory=constraint_factory,
-        guard=CallGuard(scheduler, template, provider),
+        regenerator=regenerator,
     )
     default_guard = replace(PRESETS[config.preset], constrain=config.constrain)
+    sessions = SessionStore(
+        [load_workflow(path) for path in config.workflows],
+        ttl_s=config.session_ttl_s,
+        max_sessions=config.max_sessions,
+    )
+    stages: list[Stage] = [SessionStage(sessions)]
+    if server_tools is not None:
+        stages.append(server_tools)
+    if config.compaction:
+        stages.append(CompactionStage(core))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        log.info("server_ready", model=info.model_id, n_ctx=info.n_ctx, tool_format=fmt_name)
+        log.info("server_ready", model=info.model_id, n_ctx=info.n_ctx, tool_format=fmt.name)
         yield
         scheduler.shutdown()
         # Joining the engine threads blocks; keep the loop free for the last responses meanwhile.
         await asyncio.to_thread(scheduler.close)
 
     app = FastAPI(title="tether", version="0.1.0", lifespan=lifespan)
-    sessions = SessionStore(
-        [load_workflow(path) for path in config.workflows],
-        ttl_s=config.session_ttl_s,
-        max_sessions=config.max_sessions,
-    )
     budget = context_budget(info, slots=len(scheduler.engines)).as_dict()
     log.info("context_budget", **budget)
     app.state.tether = AppState(
         config=config,
         scheduler=scheduler,
         core=core,
+        pipeline=TurnPipeline(core, stages),
         default_guard=default_guard,
-        server_tools=server_tools,
         sessions=sessions,
+        server_tools=server_tools,
         context_budget=budget,
     )
     app.include_router(openai_router)
@@ -133,12 +150,11 @@ def create_app(
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:
         state: AppState = request.app.state.tether
-        guard = state.core.guard
         return {
             "status": "ok",
             "model": state.model_id,
             "scheduler": state.scheduler.snapshot(),
-            "interventions": guard.stats.interventions if guard else {},
+            "interventions": state.core.stats.interventions,
         }
 
     @app.exception_handler(TetherError)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from tether.chat import Message, ToolCallRecord
+from tether.calls import ToolCall, decode_arguments, new_call_id
+from tether.chat import Message
 from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
 from tether.guardrails.presets import GuardConfig
-from tether.proxy.core import ChatJob, ToolChoice, new_call_id
 from tether.proxy.openai_schema import ChatCompletionRequest, ChatMessageIn
 from tether.proxy.wire import MAX_LOGIT_BIAS, check_history, guard_for, stop_strings, tool_specs
+from tether.turns.events import ChatJob, ToolChoice
 
 __all__ = ["job_from_openai", "text_of"]
 
@@ -39,13 +39,12 @@ def _message(msg: ChatMessageIn, index: int) -> Message:
     where = f"messages[{index}].content"
     role = {"developer": "system", "function": "tool"}.get(msg.role, msg.role)
     content = text_of(msg.content, where=where)
-    calls: list[ToolCallRecord] = []
+    calls: list[ToolCall] = []
     for call in msg.tool_calls or ():
         args = call.function.arguments
-        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        calls.append(
-            ToolCallRecord(id=call.id or new_call_id(), name=call.function.name, arguments=text or "{}")
-        )
+        arguments, repairs = decode_arguments(args)
+        raw = args if isinstance(args, str) else ""
+        calls.append(ToolCall(call.function.name, arguments, call.id or new_call_id(), raw, repairs))
     return Message(
         role=role,  # type: ignore[arg-type]
         content=content,

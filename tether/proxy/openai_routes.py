@@ -1,4 +1,8 @@
-"""OpenAI-compatible routes: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``."""
+"""OpenAI-compatible routes: ``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``.
+
+A thin translator: the request becomes a ``ChatJob`` (:mod:`tether.proxy.convert`), enters
+the turn pipeline, and its events become chat-completion chunks or one completion body.
+"""
 
 from __future__ import annotations
 
@@ -10,32 +14,21 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from tether.aio import aclose_quietly, closing_stream
+from tether.aio import aclose_quietly
+from tether.calls import ToolCall
+from tether.chat import Usage
 from tether.engine.base import SamplingParams
-from tether.errors import ModelNotFoundError
+from tether.guardrails.presets import PRESETS
 from tether.proxy.convert import job_from_openai
-from tether.proxy.core import CallOut, ChatJob, CoreEvent, FinishOut, TextOut, Usage, prime
-from tether.proxy.guard import PRESETS
 from tether.proxy.openai_schema import ChatCompletionRequest, CompletionRequest
-from tether.proxy.sessions import SESSION_HEADER, WORKFLOW_HEADER, store_of
 from tether.proxy.sse import EventStreamResponse, contain
-from tether.proxy.state import AppState
-from tether.proxy.wire import stop_strings
+from tether.proxy.wire import app_state, check_model, interventions_field, session_of, stop_strings
+from tether.turns.core import prime
+from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent, collect
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1")
-
-
-def _state(request: Request) -> AppState:
-    state: AppState = request.app.state.tether
-    return state
-
-
-def _check_model(state: AppState, model: str) -> None:
-    if model not in state.model_names:
-        served = ", ".join(state.model_names)
-        raise ModelNotFoundError(f"model {model!r} is not served here; available: {served}", param="model")
 
 
 def _usage(u: Usage) -> dict[str, Any]:
@@ -52,9 +45,13 @@ def _sse(data: dict[str, Any] | str) -> bytes:
     return f"data: {body}\n\n".encode()
 
 
+def _wire_call(call: ToolCall, index: int) -> dict[str, Any]:
+    return {"index": index, **call.to_openai()}
+
+
 @router.get("/models")
 async def list_models(request: Request) -> dict[str, Any]:
-    state = _state(request)
+    state = app_state(request)
     return {"object": "list", "data": [state.model_card(name) for name in state.model_names]}
 
 
@@ -62,64 +59,41 @@ async def list_models(request: Request) -> dict[str, Any]:
 async def chat_completions(
     body: ChatCompletionRequest, request: Request
 ) -> JSONResponse | EventStreamResponse:
-    state = _state(request)
-    _check_model(state, body.model)
+    state = app_state(request)
+    check_model(state, body.model)
     job = job_from_openai(
         body,
         default_temperature=state.config.default_temperature,
         default_guard=state.default_guard,
         n_vocab=state.core.info.n_vocab,
     )
-    session = request.headers.get(SESSION_HEADER)
-    if session is not None:
-        store_of(request).resolve(session, request.headers.get(WORKFLOW_HEADER))  # 404/400 before streaming
+    session = session_of(request)
     events = state.start(job, session)
     rid = "chatcmpl-" + request.state.request_id
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return EventStreamResponse(_stream_chat(await prime(events), rid, created, body.model, include_usage))
-    return JSONResponse(await _collect_chat(events, rid, created, body.model))
-
-
-async def _collect_chat(
-    events: AsyncIterator[CoreEvent], rid: str, created: int, model: str
-) -> dict[str, Any]:
-    text: list[str] = []
-    calls: list[CallOut] = []
-    finish: FinishOut | None = None
-    async with closing_stream(events) as stream:
-        async for ev in stream:
-            if isinstance(ev, TextOut):
-                text.append(ev.text)
-            elif isinstance(ev, CallOut):
-                calls.append(ev)
-            else:
-                finish = ev
-    assert finish is not None
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or (None if calls else "")}
-    if calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in calls
-        ]
-    body: dict[str, Any] = {
+    reply = await collect(events)
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or (None if reply.calls else "")}
+    if reply.calls:
+        message["tool_calls"] = [c.to_openai() for c in reply.calls]
+    out: dict[str, Any] = {
         "id": rid,
         "object": "chat.completion",
         "created": created,
-        "model": model,
+        "model": body.model,
         "choices": [
-            {"index": 0, "message": message, "finish_reason": finish.finish_reason, "logprobs": None}
+            {"index": 0, "message": message, "finish_reason": reply.finish.finish_reason, "logprobs": None}
         ],
-        "usage": _usage(finish.usage),
+        "usage": _usage(reply.finish.usage),
     }
-    if finish.interventions:
-        body["tether"] = {"interventions": list(finish.interventions)}
-    return body
+    out.update(interventions_field(reply.finish))
+    return JSONResponse(out)
 
 
 async def _stream_chat(
-    events: AsyncIterator[CoreEvent], rid: str, created: int, model: str, include_usage: bool
+    events: AsyncIterator[TurnEvent], rid: str, created: int, model: str, include_usage: bool
 ) -> AsyncIterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
@@ -131,24 +105,19 @@ async def _stream_chat(
         }
 
     yield _sse(chunk({"role": "assistant", "content": ""}))
+    index = 0
     try:
         async for ev in events:
             if isinstance(ev, TextOut):
                 yield _sse(chunk({"content": ev.text}))
-            elif isinstance(ev, CallOut):
+            elif isinstance(ev, ToolCall):
                 # One delta per call carrying id, type, name and the final arguments: clients that stop
                 # reading once the arguments parse (opencode) never see a placeholder.
-                call = {
-                    "index": ev.index,
-                    "id": ev.id,
-                    "type": "function",
-                    "function": {"name": ev.name, "arguments": ev.arguments},
-                }
-                yield _sse(chunk({"tool_calls": [call]}))
+                yield _sse(chunk({"tool_calls": [_wire_call(ev, index)]}))
+                index += 1
             else:
                 final = chunk({}, ev.finish_reason)
-                if ev.interventions:
-                    final["tether"] = {"interventions": list(ev.interventions)}
+                final.update(interventions_field(ev))
                 yield _sse(final)
                 if include_usage:
                     usage_chunk = chunk({})
@@ -164,8 +133,9 @@ async def _stream_chat(
 
 @router.post("/completions", response_model=None)
 async def completions(body: CompletionRequest, request: Request) -> JSONResponse | EventStreamResponse:
-    state = _state(request)
-    _check_model(state, body.model)
+    """Plain text completion: no chat template and no tools, so no turn stages either."""
+    state = app_state(request)
+    check_model(state, body.model)
     prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt)
     job = ChatJob(
         messages=(),
@@ -185,30 +155,24 @@ async def completions(body: CompletionRequest, request: Request) -> JSONResponse
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = await prime(state.core.run(prepared))
         return EventStreamResponse(_stream_completion(events, rid, created, body.model, include_usage))
-    parts: list[str] = []
-    finish: FinishOut | None = None
-    async with closing_stream(state.core.run(prepared)) as stream:
-        async for ev in stream:
-            if isinstance(ev, TextOut):
-                parts.append(ev.text)
-            elif isinstance(ev, FinishOut):
-                finish = ev
-    assert finish is not None
-    text = (prompt if body.echo else "") + "".join(parts)
+    reply = await collect(state.core.run(prepared))
+    text = (prompt if body.echo else "") + reply.text
     return JSONResponse(
         {
             "id": rid,
             "object": "text_completion",
             "created": created,
             "model": body.model,
-            "choices": [{"index": 0, "text": text, "finish_reason": finish.finish_reason, "logprobs": None}],
-            "usage": _usage(finish.usage),
+            "choices": [
+                {"index": 0, "text": text, "finish_reason": reply.finish.finish_reason, "logprobs": None}
+            ],
+            "usage": _usage(reply.finish.usage),
         }
     )
 
 
 async def _stream_completion(
-    events: AsyncIterator[CoreEvent], rid: str, created: int, model: str, include_usage: bool
+    events: AsyncIterator[TurnEvent], rid: str, created: int, model: str, include_usage: bool
 ) -> AsyncIterator[bytes]:
     def chunk(text: str, finish: str | None = None) -> dict[str, Any]:
         return {

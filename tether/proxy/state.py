@@ -1,4 +1,4 @@
-"""What the app keeps on ``app.state.tether``: config, scheduler, core and model metadata."""
+"""What the app keeps on ``app.state.tether``: config, scheduler, the turn pipeline and model metadata."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 
 from tether.config import ServerConfig
 from tether.engine.scheduler import Scheduler
-from tether.proxy.core import ChatCore, ChatJob, CoreEvent
-from tether.proxy.guard import GuardConfig
-from tether.proxy.server_tools import ServerTools
-from tether.proxy.sessions import SessionStore, enforced_run
-from tether.workflows.compaction import compact_job
+from tether.guardrails.presets import GuardConfig
+from tether.turns.core import ChatCore
+from tether.turns.events import ChatJob, TurnEvent
+from tether.turns.stages import ServerToolsStage, Turn, TurnPipeline
+from tether.workflows.sessions import SessionStore
 
 __all__ = ["AppState"]
 
@@ -24,28 +24,17 @@ class AppState:
     config: ServerConfig
     scheduler: Scheduler
     core: ChatCore
+    pipeline: TurnPipeline
     default_guard: GuardConfig
-    server_tools: ServerTools | None = None
-    sessions: SessionStore | None = None
+    sessions: SessionStore
+    server_tools: ServerToolsStage | None = None
     context_budget: dict[str, Any] = field(default_factory=dict)
     started: float = field(default_factory=time.time)
 
-    def start(self, job: ChatJob, session: str | None = None) -> AsyncIterator[CoreEvent]:
-        """Prepare now (errors become HTTP statuses before any byte is sent) and return the event stream.
-
-        With a workflow session, steps and prerequisites are enforced on the reply (server-side tools
-        are not combined with sessions).
-        """
-        if self.config.compaction:
-            job, _ = compact_job(self.core, job)
-        if session is not None and self.sessions is not None:
-            job, steered = self.sessions.steer(session, job)
-            notes = [steered] if steered else []
-            return enforced_run(self.core, self.core.prepare(job), self.sessions, session, notes)
-        if self.server_tools is None:
-            return self.core.run(self.core.prepare(job))
-        first = self.core.prepare(self.server_tools.offer(job))
-        return self.server_tools.run(self.core, first, [t.name for t in job.tools])
+    def start(self, job: ChatJob, session: str | None = None) -> AsyncIterator[TurnEvent]:
+        """Where every protocol enters: the turn pipeline's events for ``job`` (pull the first one with
+        ``prime`` so that errors before it keep their HTTP status)."""
+        return self.pipeline.start(Turn(job, session))
 
     @property
     def model_id(self) -> str:
@@ -75,6 +64,6 @@ class AppState:
                 "chat_template_tools": self.core.template.supports_tools,
                 "server_tools": sorted(self.server_tools.names) if self.server_tools else [],
                 "context_budget": self.context_budget,
-                "workflows": sorted(self.sessions.workflows) if self.sessions else [],
+                "workflows": sorted(self.sessions.workflows),
             },
         }

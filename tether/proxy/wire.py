@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -18,9 +18,16 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
 from tether.chat import Message
-from tether.errors import InvalidRequestError
+from tether.errors import InvalidRequestError, ModelNotFoundError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.presets import PRESETS, GuardConfig
+from tether.workflows.sessions import SESSION_HEADER, WORKFLOW_HEADER
+
+if TYPE_CHECKING:
+    from fastapi import Request
+
+    from tether.proxy.state import AppState
+    from tether.turns.events import FinishOut
 
 __all__ = [
     "MAX_LOGIT_BIAS",
@@ -29,9 +36,13 @@ __all__ = [
     "MAX_STOP_CHARS",
     "MAX_TOOLS",
     "RequestBody",
+    "app_state",
     "check_history",
+    "check_model",
     "find_surrogate",
     "guard_for",
+    "interventions_field",
+    "session_of",
     "stop_strings",
     "tool_spec",
     "tool_specs",
@@ -175,3 +186,31 @@ def guard_for(preset: str | None, constrain: str | None, default: GuardConfig) -
     """The ``tether`` extension field, for both protocols: a preset, then a ``constrain`` override."""
     guard = PRESETS[preset] if preset is not None else default
     return replace(guard, constrain=constrain) if constrain is not None else guard  # type: ignore[arg-type]
+
+
+def app_state(request: Request) -> AppState:
+    """The app's state (``app.state.tether``)."""
+    state: AppState = request.app.state.tether
+    return state
+
+
+def check_model(state: AppState, model: str) -> None:
+    if model not in state.model_names:
+        served = ", ".join(state.model_names)
+        raise ModelNotFoundError(f"model {model!r} is not served here; available: {served}", param="model")
+
+
+def session_of(request: Request) -> str | None:
+    """The workflow session a request names (``X-Tether-Session``), resolved now so that an unknown
+    session is a 404 before anything streams; None without the header."""
+    session = request.headers.get(SESSION_HEADER)
+    if session is not None:
+        app_state(request).sessions.resolve(session, request.headers.get(WORKFLOW_HEADER))
+    return session
+
+
+def interventions_field(finish: FinishOut) -> dict[str, Any]:
+    """``{"tether": {"interventions": [...]}}`` for a reply that had any, else ``{}`` (both protocols)."""
+    if not finish.interventions:
+        return {}
+    return {"tether": {"interventions": [i.to_dict() for i in finish.interventions]}}

@@ -14,22 +14,7 @@ See docs/workflows.md.
 
 from __future__ import annotations
 
-from tether.workflows.budget import (
-    KV_TYPE_BYTES,
-    ContextBudget,
-    context_budget,
-    gpu_free_bytes,
-    kv_bytes_per_token,
-    mem_available_bytes,
-)
-from tether.workflows.client import (
-    CoreClient,
-    HttpClient,
-    ModelClient,
-    message_from_openai,
-    message_to_openai,
-)
-from tether.workflows.compaction import (
+from tether.turns.compaction import (
     NUDGE_PREFIXES,
     CompactionPolicy,
     CompactionResult,
@@ -38,7 +23,16 @@ from tether.workflows.compaction import (
     compact_job,
     core_token_counter,
 )
-from tether.workflows.enforcement import Blocked, CallLike, Enforcement, call_arguments, check_calls, observe
+from tether.workflows.budget import (
+    KV_TYPE_BYTES,
+    ContextBudget,
+    context_budget,
+    gpu_free_bytes,
+    kv_bytes_per_token,
+    mem_available_bytes,
+)
+from tether.workflows.client import CoreClient, HttpClient, ModelClient
+from tether.workflows.enforcement import Blocked, Enforcement, check_calls, observe
 from tether.workflows.events import (
     Compacted,
     EventCallback,
@@ -62,7 +56,6 @@ __all__ = [
     "NUDGE_PREFIXES",
     "Blocked",
     "Budgets",
-    "CallLike",
     "Compacted",
     "CompactionPolicy",
     "CompactionResult",
@@ -93,7 +86,6 @@ __all__ = [
     "WorkflowRunner",
     "WorkflowState",
     "args_label",
-    "call_arguments",
     "check_calls",
     "compact",
     "compact_job",
@@ -103,8 +95,6 @@ __all__ = [
     "kv_bytes_per_token",
     "load_workflow",
     "mem_available_bytes",
-    "message_from_openai",
-    "message_to_openai",
     "observe",
     "progress_note",
     "python_tool",

@@ -9,24 +9,22 @@ to any OpenAI-compatible ``/chat/completions`` endpoint with httpx.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from tether.aio import closing_stream
-from tether.chat import Message, ToolCallRecord
+from tether.chat import Message
 from tether.config import ConstrainMode
 from tether.engine.base import SamplingParams
-from tether.engine.prompt import build_prompt
 from tether.errors import EngineError
 from tether.grammar.formats.base import ToolSpec
-from tether.proxy.core import CallOut, ChatCore, ChatJob, Prepared, TextOut, ToolChoice, new_call_id
-from tether.proxy.guard import GuardConfig
+from tether.guardrails.presets import GuardConfig
+from tether.turns.core import ChatCore, Prepared
+from tether.turns.events import ChatJob, ToolChoice, collect
 
-__all__ = ["CoreClient", "HttpClient", "ModelClient", "message_from_openai", "message_to_openai"]
+__all__ = ["CoreClient", "HttpClient", "ModelClient"]
 
 
 @runtime_checkable
@@ -38,40 +36,18 @@ class ModelClient(Protocol):
     ) -> Message: ...
 
 
-def message_to_openai(message: Message) -> dict[str, Any]:
-    """An OpenAI chat message dict (arguments as JSON text)."""
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        out["content"] = message.content or None
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in message.tool_calls
-        ]
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.name is not None and message.role == "tool":
-        out["name"] = message.name
-    return out
-
-
-def message_from_openai(data: Mapping[str, Any]) -> Message:
-    """An assistant message from an OpenAI response's ``choices[0].message``."""
-    calls = []
-    for call in data.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        args = fn.get("arguments")
-        text = args if isinstance(args, str) else json.dumps(args if args is not None else {})
-        calls.append(ToolCallRecord(str(call.get("id") or new_call_id()), str(fn.get("name") or ""), text))
-    content = data.get("content")
-    return Message("assistant", content if isinstance(content, str) else "", tuple(calls))
+# Calls pass as the model wrote them (repaired parses included); names and arguments are the runner's.
+_LAYER0_ONLY = GuardConfig(
+    rescue=True, resolve=False, repick=False, validate=False, repair=False, dedupe=False
+)
 
 
 class CoreClient:
     """In-process model client over a ``ChatCore`` (the embedded engine).
 
     Defaults suit small models in workflows: greedy sampling, ``constrain="strict"``
-    (arguments held to the schema) and one tool call per turn. ``guard`` (the serving
-    path's ``GuardConfig``) overrides ``constrain`` when given.
+    (arguments held to the schema) and one tool call per turn, with layer 0 only: the
+    runner's own guard checks the calls. ``guard`` (a ``GuardConfig``) overrides this.
 
     ``stable_prompt``: when ``tool_choice`` names a tool, the prompt still lists every
     tool and only the constraint (and the parser) is narrowed to the named one. Steering
@@ -93,7 +69,8 @@ class CoreClient:
     ) -> None:
         self.core = core
         self.stable_prompt = stable_prompt
-        self.guard = guard if guard is not None else GuardConfig(constrain=constrain)
+        # Layer 0 only: the runner applies the post-sampling guard itself, with its retry policy.
+        self.guard = guard if guard is not None else replace(_LAYER0_ONLY, constrain=constrain)
         self.params = params if params is not None else SamplingParams(temperature=0.0)
         self.max_tokens = max_tokens
         self.priority = priority
@@ -105,8 +82,7 @@ class CoreClient:
 
     def count_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
         """Prompt tokens for ``messages`` with ``tools`` offered, by the engine's own tokenizer."""
-        text = build_prompt(self.core.template, self.core.fmt, messages, tools)
-        return len(self.core.engine.tokenize(text, special=True))
+        return len(self.core.prompt_tokens(tuple(messages), tuple(tools)))
 
     def _prepare(self, job: ChatJob) -> Prepared:
         named = job.tool_choice not in ("auto", "none", "required")
@@ -132,15 +108,8 @@ class CoreClient:
             priority=self.priority,
         )
         prepared = self._prepare(job)
-        text: list[str] = []
-        calls: list[ToolCallRecord] = []
-        async with closing_stream(self.core.run(prepared)) as events:
-            async for event in events:
-                if isinstance(event, TextOut):
-                    text.append(event.text)
-                elif isinstance(event, CallOut):
-                    calls.append(ToolCallRecord(event.id, event.name, event.arguments))
-        return Message("assistant", "".join(text), tuple(calls))
+        reply = await collect(self.core.run(prepared))
+        return Message("assistant", reply.text, reply.calls)
 
 
 class HttpClient:
@@ -180,7 +149,7 @@ class HttpClient:
         """The request body sent for one turn."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [message_to_openai(m) for m in messages],
+            "messages": [m.to_openai() for m in messages],
             "temperature": self.temperature,
         }
         if tools:
@@ -215,4 +184,5 @@ class HttpClient:
         choices = data.get("choices") or []
         if not choices or not isinstance(choices[0].get("message"), Mapping):
             raise EngineError("model server answered without choices[0].message")
-        return message_from_openai(choices[0]["message"])
+        message = Message.from_openai(choices[0]["message"])
+        return Message("assistant", message.content, message.tool_calls)

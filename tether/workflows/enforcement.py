@@ -10,48 +10,24 @@ replaces the reply when the model keeps breaking the rules.
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
-from tether.chat import Message, ToolCallRecord
+from tether.calls import ToolCall
+from tether.chat import Message
 from tether.guardrails import not_executed_text
+from tether.guardrails.interventions import Intervention
 from tether.workflows.state import Violation, WorkflowState, args_label, violation_text
 
-__all__ = ["Blocked", "CallLike", "Enforcement", "call_arguments", "check_calls", "observe"]
+__all__ = ["Blocked", "Enforcement", "check_calls", "observe"]
 
 _MAX_SEEN = 4096
 
 
-class CallLike(Protocol):
-    """A tool call: ``CallOut``, ``ToolCallRecord`` or anything with ``id``/``name``/``arguments``."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def arguments(self) -> str: ...
-
-
-def call_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    """Arguments as a dict (invalid or non-object JSON becomes ``{}``)."""
-    if isinstance(arguments, Mapping):
-        return dict(arguments)
-    try:
-        value = json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def observe(state: WorkflowState, messages: Sequence[Message], seen: OrderedDict[str, None]) -> int:
     """Record every completed call in ``messages`` not seen before; returns how many were new."""
-    calls: dict[str, ToolCallRecord] = {}
+    calls: dict[str, ToolCall] = {}
     new = 0
     for msg in messages:
         if msg.role == "assistant":
@@ -60,7 +36,7 @@ def observe(state: WorkflowState, messages: Sequence[Message], seen: OrderedDict
             call = calls.get(msg.tool_call_id)
             if call is None:
                 continue
-            state.record(call.name, call.arguments_dict(), not state.is_error_text(msg.content), msg.content)
+            state.record(call.name, dict(call.arguments), not state.is_error_text(msg.content), msg.content)
             seen[msg.tool_call_id] = None
             new += 1
             while len(seen) > _MAX_SEEN:
@@ -72,7 +48,7 @@ def observe(state: WorkflowState, messages: Sequence[Message], seen: OrderedDict
 class Blocked:
     """A call that must not reach the client: ``text`` is the tool-role error for the model."""
 
-    call: CallLike
+    call: ToolCall
     violation: Violation
     tier: int
     text: str
@@ -87,8 +63,8 @@ class Enforcement:
     """The verdict on one reply's calls."""
 
     workflow: str
-    calls: tuple[CallLike, ...]
-    allowed_calls: tuple[CallLike, ...]
+    calls: tuple[ToolCall, ...]
+    allowed_calls: tuple[ToolCall, ...]
     blocked: tuple[Blocked, ...]
 
     @property
@@ -104,8 +80,7 @@ class Enforcement:
         """The reply as written plus one tool turn per call: the violation for blocked calls,
         "not executed" for the others. Append to the history and generate again."""
         texts = {id(b.call): b.text for b in self.blocked}
-        records = tuple(ToolCallRecord(c.id, c.name, c.arguments or "{}") for c in self.calls)
-        turns = [Message("assistant", content, records)]
+        turns = [Message("assistant", content, self.calls)]
         for call in self.calls:
             text = texts.get(id(call), not_executed_text())
             turns.append(Message("tool", text, tool_call_id=call.id, name=call.name))
@@ -122,31 +97,31 @@ class Enforcement:
             )
         return "\n".join(lines)
 
-    def interventions(self) -> tuple[dict[str, Any], ...]:
+    def interventions(self) -> tuple[Intervention, ...]:
         """``FinishOut.interventions`` entries (``kind`` ``workflow_blocked``)."""
         return tuple(
-            {
-                "kind": "workflow_blocked",
-                "detail": b.reason,
-                "tool": b.violation.tool,
-                "before": b.violation.args,
-                "after": b.violation.next_call,
-                "tier": b.tier,
-            }
+            Intervention(
+                "workflow_blocked",
+                b.reason,
+                b.violation.tool,
+                b.violation.args,
+                b.violation.next_call,
+                b.tier,
+            )
             for b in self.blocked
         )
 
 
-def check_calls(state: WorkflowState, calls: Sequence[CallLike]) -> Enforcement:
+def check_calls(state: WorkflowState, calls: Sequence[ToolCall]) -> Enforcement:
     """Allowed and blocked calls of one reply; each block escalates its violation's tier.
 
     Calls in the same reply do not satisfy each other's prerequisites: the client may run
     them in parallel, so a prerequisite must already have a result in the history.
     """
-    allowed: list[CallLike] = []
+    allowed: list[ToolCall] = []
     blocked: list[Blocked] = []
     for call in calls:
-        violation = state.check(call.name, call_arguments(call.arguments))
+        violation = state.check(call.name, dict(call.arguments))
         if violation is None:
             allowed.append(call)
             continue

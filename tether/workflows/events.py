@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 import structlog
 
-from tether.chat import Message, ToolCallRecord
+from tether.calls import ToolCall
+from tether.chat import Message
 
 __all__ = [
     "Compacted",
@@ -63,7 +64,7 @@ class ToolResultEvent:
     """A tool ran (or failed); ``content`` is what the model will read."""
 
     iteration: int
-    call: ToolCallRecord
+    call: ToolCall
     content: str
     is_error: bool
     completed_step: str | None = None
@@ -91,7 +92,7 @@ class RunResult:
     iterations: int
     messages: tuple[Message, ...]
     state: Mapping[str, Any] = field(default_factory=dict)
-    terminal_call: ToolCallRecord | None = None
+    terminal_call: ToolCall | None = None
     terminal_result: str | None = None
     interventions: tuple[InterventionEvent, ...] = ()
 

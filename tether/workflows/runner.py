@@ -19,13 +19,14 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
-from tether.chat import Message, ToolCallRecord
+from tether.calls import ToolCall
+from tether.chat import Message
 from tether.errors import TetherError
 from tether.guardrails import Guardrails
-from tether.proxy.core import ToolChoice
 from tether.sandbox import ToolBox
-from tether.workflows.client import ModelClient, message_from_openai, message_to_openai
-from tether.workflows.compaction import CompactionPolicy, TokenCounter, compact
+from tether.turns.compaction import CompactionPolicy, TokenCounter, compact
+from tether.turns.events import ToolChoice
+from tether.workflows.client import ModelClient
 from tether.workflows.events import (
     Compacted,
     EventCallback,
@@ -63,7 +64,8 @@ def progress_note(state: WorkflowState) -> str:
 
 def _as_message(data: Mapping[str, Any]) -> Message:
     if data.get("role") == "assistant":
-        return message_from_openai(data)
+        message = Message.from_openai(data)
+        return Message("assistant", message.content, message.tool_calls)
     return Message(data["role"], str(data.get("content") or ""), tool_call_id=data.get("tool_call_id"))
 
 
@@ -188,7 +190,7 @@ class _Run:
         self.step_retries = 0
         self.tool_errors = 0
         self.hint: str | None = None
-        self.terminal: ToolCallRecord | None = None
+        self.terminal: ToolCall | None = None
         self.interventions: list[InterventionEvent] = []
 
     def result(self, status: RunStatus, reason: str) -> RunResult:
@@ -249,7 +251,7 @@ class _Run:
     async def turn(self, reply: Message, choice: ToolChoice) -> RunResult | None:
         """Check and act on one assistant message; a ``RunResult`` ends the run."""
         r = self.r
-        response = {"choices": [{"message": message_to_openai(reply), "finish_reason": "stop"}]}
+        response = {"choices": [{"message": reply.to_openai(), "finish_reason": "stop"}]}
         decision = r.guard.check(response, tool_choice=choice, require_tool=True, attempt=self.step_retries)
         for iv in decision.interventions:
             await self.note(f"guardrail_{iv.kind}", iv.detail, iv.tool)
@@ -261,11 +263,11 @@ class _Run:
             self.step_retries += 1
             self.history.extend(_as_message(m) for m in decision.retry_messages)
             return None
-        calls = tuple(ToolCallRecord(c.id, c.name, c.arguments_text()) for c in decision.tool_calls)
+        calls = decision.tool_calls
         self.history.append(Message("assistant", decision.content or "", calls))
         blocked = 0
-        for checked, record in zip(decision.tool_calls, calls, strict=True):
-            args = checked.arguments or {}
+        for record in calls:
+            args = dict(record.arguments)
             if self.state.finished:
                 content = "Not executed: the workflow already finished."
                 self.history.append(Message("tool", content, tool_call_id=record.id, name=record.name))

@@ -6,6 +6,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tether.calls import ToolCall
 from tether.grammar.detector import StreamDetector, StreamEvent, TextDelta, ToolCallDone
 from tether.grammar.formats.base import ParseResult, ToolCallFormat, ToolSpec
 
@@ -108,3 +109,8 @@ def call_summary(result: ParseResult) -> list[tuple[str, dict[str, Any]]]:
 
 def expect_calls(result: ParseResult, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
     assert call_summary(result) == [(n, dict(a)) for n, a in calls]
+
+
+def offered(call: ToolCall, tools: Sequence[ToolSpec] = TOOLS) -> bool:
+    """Whether ``call`` names one of ``tools`` (parsers keep names that are not offered, for the guard)."""
+    return any(t.name == call.name for t in tools)

@@ -23,15 +23,17 @@ from formats_support import (
     assert_split_invariant,
     call_summary,
     collect,
+    offered,
     random_pieces,
     run_stream,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tether.calls import ToolCall
 from tether.grammar.detector import StreamDetector, TextDelta
 from tether.grammar.formats import available_formats, get_format
-from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ParsedCall
+from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot
 
 FORMATS = [n for n in available_formats() if n in {
     "hermes", "qwen3_coder", "mistral", "mistral_v3", "llama3_json", "llama_function", "pythonic",
@@ -195,10 +197,10 @@ GOLDEN: dict[str, list[tuple[str, str, list[tuple[str, dict[str, Any]]]]]] = {
 
 TRICKY = 'He said "hi" {ok} } [x]\nnext line, ünïcode'
 ROUND_TRIP_CALLS = (
-    ParsedCall(W, {"city": "Paris", "days": 3}),
-    ParsedCall("get_time", {}),
-    ParsedCall("search", {"query": TRICKY, "limit": 5}),
-    ParsedCall("set_alarm", {"hour": 7, "enabled": False, "ratio": 0.5, "tags": ["a", "b"]}),
+    ToolCall(W, {"city": "Paris", "days": 3}),
+    ToolCall("get_time", {}),
+    ToolCall("search", {"query": TRICKY, "limit": 5}),
+    ToolCall("set_alarm", {"hour": 7, "enabled": False, "ratio": 0.5, "tags": ["a", "b"]}),
 )
 PROSE = [
     "Hello! How can I help you today?",
@@ -233,7 +235,7 @@ def test_rendered_calls_parse_back(name: str) -> None:
     assert [(c.name, dict(c.arguments)) for c in result.calls] == [
         (c.name, dict(c.arguments)) for c in ROUND_TRIP_CALLS
     ]
-    assert all(c.offered for c in result.calls)
+    assert all(offered(c) for c in result.calls)
 
 
 @pytest.mark.parametrize("name", FORMATS)
@@ -241,7 +243,7 @@ def test_declaration_matches_rendering(name: str) -> None:
     """``begin`` / ``name_slot`` / ``args_encoding`` are what the grammar forces: they must
     describe exactly what the family writes."""
     fmt = get_format(name)
-    call = ParsedCall(W, {"city": "Paris", "days": 3})
+    call = ToolCall(W, {"city": "Paris", "days": 3})
     text = fmt.render_calls("", [call])
     begin = next((b for b in fmt.begin if text.startswith(b)), "" if fmt.arm_at_start else None)
     assert begin is not None, f"{text!r} does not start with a begin marker"
@@ -292,7 +294,7 @@ def test_prose_streams_before_the_end(name: str) -> None:
     fmt = get_format(name)
     events = run_stream(fmt, TOOLS, ["Hello there, ", "how are you"])
     assert collect(events).content == "Hello there, how are you"
-    text = fmt.render_calls("", [ParsedCall(W, {"city": "Paris"})])
+    text = fmt.render_calls("", [ToolCall(W, {"city": "Paris"})])
     detector = StreamDetector(fmt, TOOLS)
     detector.feed(text)
     detector.feed("\n")
@@ -363,12 +365,13 @@ def test_fuzz_split_invariance(name: str, parts: list[str], seed: int) -> None:
 
 
 def test_offered_tools_are_only_a_subset() -> None:
-    """Calls to tools that were not offered are returned with offered=False."""
+    """Calls to tools that were not offered are kept as written (the guard resolves or refuses them)."""
     fmt = get_format("hermes")
     text = '<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call>'
-    result = fmt.parse(text, [SEARCH, GET_TIME, SET_ALARM])
-    assert [(c.name, c.offered) for c in result.calls] == [(W, False)]
-    assert fmt.parse(text, [WEATHER]).calls[0].offered
+    narrow = [SEARCH, GET_TIME, SET_ALARM]
+    result = fmt.parse(text, narrow)
+    assert [(c.name, offered(c, narrow)) for c in result.calls] == [(W, False)]
+    assert offered(fmt.parse(text, [WEATHER]).calls[0], [WEATHER])
 
 
 def test_generic_prompt_examples_are_valid_replies() -> None:

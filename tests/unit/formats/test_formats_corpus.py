@@ -13,6 +13,7 @@ from formats_support import assert_split_invariant
 
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
+from tether.guardrails import check_arguments
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "formats"
 TOOLS = tuple(ToolSpec.from_openai(t) for t in json.loads((DATA / "tools.json").read_text(encoding="utf-8")))
@@ -36,8 +37,13 @@ def test_corpus_case(case: dict[str, Any]) -> None:
     tools = [t for t in TOOLS if t.name in case["tools"]] if "tools" in case else TOOLS
     result = assert_split_invariant(fmt, tools, case["text"], seed=zlib.crc32(case["id"].encode()), splits=25)
     assert result.content == case["content"], case["note"]
-    got = [(c.name, dict(c.arguments), c.offered) for c in result.calls]
+    names = {t.name for t in tools}
+    got = [(c.name, dict(c.arguments), c.name in names) for c in result.calls]
     want = [(c["name"], c["arguments"], c.get("offered", True)) for c in case["calls"]]
     assert got == want, case["note"]
     for call, expected in zip(result.calls, case["calls"], strict=True):
         assert set(expected.get("repairs", ())) <= set(call.repairs), (case["note"], call.repairs)
+        if "checked" in expected:  # what the guard's one coercion rule set makes of the values
+            spec = next(t for t in tools if t.name == call.name)
+            check = check_arguments(call.arguments, spec.parameters)
+            assert check.ok and check.arguments == expected["checked"] and check.coercions, case["note"]

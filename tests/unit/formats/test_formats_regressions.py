@@ -8,9 +8,10 @@ for every format that carries JSON arguments.
 from __future__ import annotations
 
 import pytest
-from formats_support import TOOLS, assert_split_invariant, call_summary
+from formats_support import TOOLS, WEATHER, assert_split_invariant, call_summary, offered
 
 from tether.grammar.formats import get_format
+from tether.guardrails import check_arguments
 
 W = "get_weather"
 CONTENT = 'fn main() { println!("}"); }\n// "quoted" } and {'
@@ -158,7 +159,7 @@ def test_pythonic_rescues() -> None:
     for text, calls in cases.items():
         assert call_summary(assert_split_invariant(fmt, TOOLS, text)) == calls, text
     unknown = fmt.parse("[lookup(x=1)]", TOOLS)
-    assert [(c.name, c.offered) for c in unknown.calls] == [("lookup", False)]
+    assert [(c.name, offered(c)) for c in unknown.calls] == [("lookup", False)]
     assert fmt.parse("[Note(s)] and more", TOOLS).calls == ()  # positional + unknown: prose
 
 
@@ -172,8 +173,12 @@ def test_gemma_rescues() -> None:
     fmt = get_format("gemma")
     text = "<start_function_call>call:get_weather{city:Oslo,days:<escape>2<escape>}<end_function_call>"
     result = assert_split_invariant(fmt, TOOLS, text)
-    assert call_summary(result) == [(W, {"city": "Oslo", "days": 2})]
-    assert {"unescaped_string", "types_coerced"} <= set(result.calls[0].repairs)
+    assert call_summary(result) == [(W, {"city": "Oslo", "days": "2"})]  # as written; the guard coerces
+    assert "unescaped_string" in result.calls[0].repairs
+    assert check_arguments(result.calls[0].arguments, WEATHER.parameters).arguments == {
+        "city": "Oslo",
+        "days": 2,
+    }
     cut = fmt.parse("<start_function_call>call:get_weather{city:<escape>Oslo<escape>", TOOLS)
     assert call_summary(cut) == [(W, {"city": "Oslo"})] and "truncated_closed" in cut.calls[0].repairs
 

@@ -1,19 +1,17 @@
-"""Rescue parsing helpers: JSON-aware scanning, lenient decoding, call shapes, coercion."""
+"""Rescue parsing helpers: JSON-aware scanning, lenient decoding, call shapes (values as written)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from formats_support import SEARCH, SET_ALARM, TOOLS, WEATHER
+from formats_support import SEARCH, TOOLS, WEATHER, offered
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tether.grammar.rescue import (
     args_valid,
     calls_from_value,
-    coerce_text,
-    coerce_value,
     extract_json_calls,
     find_json_values,
     json_arm,
@@ -22,6 +20,7 @@ from tether.grammar.rescue import (
     scan_value_end,
     string_end,
 )
+from tether.guardrails import check_arguments
 
 W = "get_weather"
 
@@ -125,7 +124,7 @@ def test_find_json_values_anywhere() -> None:
 )
 def test_call_shapes(value: Any, repair: str | None) -> None:
     (call,) = calls_from_value(value, TOOLS)
-    assert (call.name, dict(call.arguments), call.offered) == (W, {"city": "Oslo"}, True)
+    assert (call.name, dict(call.arguments), offered(call)) == (W, {"city": "Oslo"}, True)
     if repair:
         assert repair in call.repairs
     else:
@@ -154,18 +153,21 @@ def test_arguments_null_and_missing() -> None:
     assert (dict(b.arguments), b.repairs) == ({}, ("arguments_missing",))
     assert calls_from_value({"name": "unknown_tool"}, TOOLS, markerless=True) == []
     (c,) = calls_from_value({"name": "unknown_tool"}, TOOLS)
-    assert not c.offered
+    assert not offered(c)
 
 
-def test_unknown_name_is_kept_with_offered_false() -> None:
+def test_unknown_name_is_kept_for_the_guard() -> None:
     (call,) = calls_from_value({"name": "get_wether", "arguments": {"city": "Oslo"}}, TOOLS)
-    assert (call.name, call.offered) == ("get_wether", False)
+    assert (call.name, offered(call)) == ("get_wether", False)
 
 
-def test_types_coerced_to_schema() -> None:
+def test_parsing_keeps_values_as_written_and_the_guard_coerces() -> None:
+    """Parsers decode shapes only (``bare`` must stay bare); the one coercion rule set is the guard's."""
     (call,) = calls_from_value({"name": W, "arguments": {"city": 12345, "days": "3"}}, TOOLS)
-    assert dict(call.arguments) == {"city": "12345", "days": 3}
-    assert "types_coerced" in call.repairs
+    assert dict(call.arguments) == {"city": 12345, "days": "3"} and call.repairs == ()
+    checked = check_arguments(call.arguments, WEATHER.parameters)
+    assert checked.ok and checked.arguments == {"city": "12345", "days": 3}
+    assert len(checked.coercions) == 2
 
 
 # -- extraction from text ------------------------------------------------------------
@@ -217,42 +219,6 @@ def test_python_literals_and_trailing_commas_in_calls() -> None:
 
 
 # -- schema coercion for text values (XML-ish formats) -------------------------------
-
-
-@pytest.mark.parametrize(
-    ("raw", "schema", "value"),
-    [
-        ("42", {"type": "integer"}, 42),
-        (" -7 ", {"type": "integer"}, -7),
-        ("4.5", {"type": "number"}, 4.5),
-        ("4", {"type": "number"}, 4),
-        ("True", {"type": "boolean"}, True),
-        ("false", {"type": "boolean"}, False),
-        ("null", {"type": ["integer", "null"]}, None),
-        ('["a", "b"]', {"type": "array"}, ["a", "b"]),
-        ("{'k': 1}", {"type": "object"}, {"k": 1}),
-        ("42", {"type": "string"}, "42"),
-        ("42", {"anyOf": [{"type": "integer"}, {"type": "string"}]}, "42"),
-        ("7", {"anyOf": [{"type": "integer"}, {"type": "null"}]}, 7),
-        ("celsius", {"enum": ["celsius", "fahrenheit"]}, "celsius"),
-        ("abc", {"type": "integer"}, "abc"),  # left as is; validation will say no
-        ('{"x": 1}', None, {"x": 1}),
-        ("plain", None, "plain"),
-        ("12", None, "12"),
-    ],
-)
-def test_coerce_text(raw: str, schema: dict[str, Any] | None, value: Any) -> None:
-    assert coerce_text(raw, schema) == value
-
-
-def test_coerce_value_walks_objects_and_arrays() -> None:
-    schema = SET_ALARM.parameters
-    value, changed = coerce_value({"hour": "7", "tags": ["a"], "ratio": 1.0}, schema)
-    assert changed and value == {"hour": 7, "tags": ["a"], "ratio": 1.0}
-    nested = {"type": "array", "items": {"type": "integer"}}
-    assert coerce_value(["1", 2], nested) == ([1, 2], True)
-    assert coerce_value({"hour": 7}, schema) == ({"hour": 7}, False)
-    assert coerce_value(5.0, {"type": "integer"}) == (5, True)
 
 
 def test_args_valid() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -19,7 +18,8 @@ from tether.guardrails import (
     Guardrails,
     GuardrailStats,
     Intervention,
-    Repicker,
+    Regenerated,
+    Regenerator,
     finalize,
     interventions_of,
     unknown_tool_text,
@@ -51,7 +51,7 @@ def test_exact_call_executes_untouched() -> None:
     assert decision.action == "execute" and decision.interventions == ()
     (checked,) = decision.tool_calls
     assert checked.to_openai() == call("read_file", raw, "call_abc")  # the model's own text, byte for byte
-    assert checked.arguments == {"path": "a.txt"} and checked.ok
+    assert checked.arguments == {"path": "a.txt"} and decision.verdicts[0].status == "ok"
 
 
 def test_alias_and_coercion_are_applied_and_recorded() -> None:
@@ -63,7 +63,9 @@ def test_alias_and_coercion_are_applied_and_recorded() -> None:
         "name_resolved", "alias match: 'Read' -> 'read_file'", "read_file", "Read", "read_file"
     )
     (checked,) = decision.tool_calls
-    assert checked.id == "call_7" and checked.name == "read_file" and checked.raw_name == "Read"
+    assert (
+        checked.id == "call_7" and checked.name == "read_file" and decision.verdicts[0].written_name == "Read"
+    )
     assert json.loads(checked.to_openai()["function"]["arguments"]) == {"path": "a.txt", "limit": 5}
     json.dumps([i.to_dict() for i in decision.interventions])  # JSON-serializable
 
@@ -96,7 +98,7 @@ def test_retry_wording_escalates_and_then_fails() -> None:
     final = guard.check(response, attempt=2)
     assert (final.action, final.reason) == ("fail", "unknown_tool") and final.retry_messages == ()
     assert kinds(final) == ["name_unresolved", "failed"]
-    assert final.tool_calls[0].name == "frobnicate" and not final.tool_calls[0].resolved  # no guess
+    assert final.tool_calls[0].name == "frobnicate" and not final.verdicts[0].resolved  # no guess
     assert guard.stats.actions == {"retry": 2, "fail": 1}
 
 
@@ -188,8 +190,9 @@ def test_calls_written_as_text_are_rescued(content: str, name: str, leftover: st
     decision = Guardrails(TOOLS).check(completion(content))
     assert decision.action == "execute" and decision.content == leftover
     (checked,) = decision.tool_calls
-    assert checked.name == name and checked.rescued and checked.id.startswith("call_")
-    assert kinds(decision)[0] == "call_rescued"
+    assert checked.name == name and checked.id.startswith("call_")
+    assert any(r.startswith("from_text:") for r in checked.repairs)
+    assert kinds(decision)[0] == "rescued"
     assert json.loads(checked.to_openai()["function"]["arguments"])["path"] == "a"
 
 
@@ -232,48 +235,48 @@ def test_stats_belong_to_the_caller_and_events_are_logged() -> None:
     assert events[0]["tool"] == "read_file"
 
 
-class FakeRepicker:
+class FakeRegenerator:
     """A stand-in for the proxy's grammar-constrained re-pick (a collaborator, not the code under test)."""
 
     def __init__(self, answer: str | None) -> None:
         self.answer = answer
         self.seen: list[tuple[tuple[Message, ...], tuple[str, ...], str]] = []
 
-    async def repick(
-        self, messages: Sequence[Message], offered: Sequence[ToolSpec], bad_name: str
-    ) -> str | None:
-        self.seen.append((tuple(messages), tuple(t.name for t in offered), bad_name))
-        return self.answer
+    async def regenerate(self, request: Any) -> Regenerated:
+        self.seen.append((request.messages, tuple(t.name for t in request.tools), request.call.name))
+        return Regenerated(self.answer)
 
 
 async def test_repick_fixes_an_unresolved_name() -> None:
-    picker = FakeRepicker("read_file")
-    assert isinstance(picker, Repicker)
+    picker: Regenerator = FakeRegenerator("read_file")
     history = [{"role": "user", "content": "open a"}]
     decision = await Guardrails(TOOLS).acheck(
-        completion(None, [call("open_thing", {"path": "a", "limit": "3"})]), messages=history, repicker=picker
+        completion(None, [call("open_thing", {"path": "a", "limit": "3"})]),
+        messages=history,
+        regenerator=picker,
     )
     assert decision.action == "execute"
-    assert kinds(decision) == ["name_unresolved", "repick", "args_coerced"]
+    assert kinds(decision) == ["repick", "args_coerced"]
     (checked,) = decision.tool_calls
-    assert checked.name == "read_file" and checked.repicked and checked.arguments == {"path": "a", "limit": 3}
-    assert picker.seen == [((Message("user", "open a"),), ("read_file", "write_file"), "open_thing")]
+    assert checked.name == "read_file" and "repicked" in checked.repairs
+    assert checked.arguments == {"path": "a", "limit": 3}
+    assert picker.seen == [((Message("user", "open a"),), ("read_file", "write_file"), "open_thing")]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("answer", [None, "rm_rf"])
 async def test_repick_answer_is_untrusted(answer: str | None) -> None:
     decision = await Guardrails(TOOLS).acheck(
-        completion(None, [call("open_thing", {})]), repicker=FakeRepicker(answer)
+        completion(None, [call("open_thing", {})]), regenerator=FakeRegenerator(answer)
     )
     assert decision.action == "retry"
-    assert kinds(decision) == ["name_unresolved", "repick", "retry"]
-    assert decision.interventions[1].after is None
+    assert kinds(decision) == ["repick", "name_unresolved", "retry"]
+    assert decision.interventions[0].after is None
 
 
 async def test_repick_not_called_when_names_resolve() -> None:
-    picker = FakeRepicker("write_file")
+    picker = FakeRegenerator("write_file")
     decision = await Guardrails(TOOLS).acheck(
-        completion(None, [call("Read", {"path": "a"})]), repicker=picker
+        completion(None, [call("Read", {"path": "a"})]), regenerator=picker
     )
     assert decision.action == "execute" and picker.seen == []
 
@@ -309,5 +312,14 @@ def test_every_emitted_kind_is_declared() -> None:
     guard.check(completion(None, [call("frobnicate", {})]))
     guard.check(completion(None, [call("read_file", {"path": 1.5})]), attempt=1)
     text_guard.check(completion(None, [call("frobnicate", {})]))
-    serving_only = {"rescued", "rescue_disabled", "args_repaired", "duplicate_dropped", "placeholder_dropped"}
-    assert set(stats.interventions) == KINDS - {"repick", "args_defaulted"} - serving_only
+    emitted = {
+        "rescued",
+        "name_resolved",
+        "args_coerced",
+        "name_unresolved",
+        "retry",
+        "args_invalid",
+        "failed",
+        "unknown_tool_text",
+    }
+    assert set(stats.interventions) == emitted and emitted <= KINDS

@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 from tether.engine.scripted import ScriptedEngine
+from tether.guardrails.presets import PRESETS
 from tether.proxy.anthropic_convert import job_from_anthropic
 from tether.proxy.anthropic_schema import MessagesRequest
-from tether.proxy.core import ChatJob
-from tether.proxy.guard import PRESETS
+from tether.turns.events import ChatJob
 
 MODEL = "scripted"
 WEATHER = {

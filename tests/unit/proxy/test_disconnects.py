@@ -21,8 +21,8 @@ from tests.support.socket_server import serving, wait_for
 from tether.config import ServerConfig
 from tether.engine.scheduler import Scheduler
 from tether.proxy.app import create_app
-from tether.proxy.server_tools import ServerTools
 from tether.sandbox import PermissionPolicy, ToolBox
+from tether.turns.stages import ServerToolsStage
 from tether.workflows.tools import python_tool
 
 MODEL = "scripted"
@@ -206,7 +206,7 @@ def test_server_tool_run_abandoned_is_cancelled() -> None:
         slow,
         parameters={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
     )
-    tools = ServerTools(ToolBox([tool], policy=PermissionPolicy.from_settings("plan")))
+    tools = ServerToolsStage(ToolBox([tool], policy=PermissionPolicy.from_settings("plan")))
     call = json.dumps({"tool_calls": [{"name": "wait_a_while", "arguments": {"seconds": 30}}]})
     engine = SlowEngine([call, '{"response": "ok"}'], delay=0.001)
     app = create_app(ServerConfig(), Scheduler([engine]), server_tools=tools)

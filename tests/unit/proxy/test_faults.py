@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+import tether.turns.core
 from tests.support.engines import FaultyEngine, SlowEngine
 from tests.support.socket_server import serving, wait_for
 from tether.config import ServerConfig
@@ -26,8 +27,7 @@ from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import ScriptedEngine
 from tether.grammar.formats.hermes import HermesFormat
 from tether.proxy.app import create_app
-from tether.proxy.core import Prepared
-from tether.proxy.guard import CallGuard
+from tether.turns.core import Prepared
 
 MODEL = "scripted"
 CALL = json.dumps({"tool_calls": [{"name": "get_time", "arguments": {"tz": "UTC"}}]})
@@ -156,10 +156,10 @@ def test_parser_fault_is_contained(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_guard_fault_is_contained(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def broken(self: CallGuard, *args: Any, **kwargs: Any) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("injected guard fault")
 
-    monkeypatch.setattr(CallGuard, "fix", broken)
+    monkeypatch.setattr(tether.turns.core, "run_guard", broken)
     with serving(hermes_app()) as base:
         lines = sse(base, "/v1/chat/completions", chat(stream=True, tools=TOOLS))
         assert any('"content": "L' in line for line in lines)

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from tests.conftest import sse_events
+from tether.calls import ToolCall
 from tether.grammar.formats import BUILTIN_FORMATS, get_format
-from tether.grammar.formats.base import ParsedCall
 
 TOOLS = [
     {
@@ -35,7 +35,7 @@ ARGS = {"city": "Paris", "days": 2}
 @pytest.mark.parametrize("stream", [False, True])
 async def test_family_round_trip(scripted, name: str, stream: bool) -> None:
     fmt = get_format(name)
-    reply = fmt.render_calls("Let me check.", [ParsedCall("get_weather", ARGS)])
+    reply = fmt.render_calls("Let me check.", [ToolCall("get_weather", ARGS)])
     client, engines = scripted([reply], tool_format=name, constrain="off")
     body = {
         "model": "scripted",

@@ -107,16 +107,26 @@ async def test_steering_session_narrows_an_open_tool_choice_to_the_next_step() -
         body = {"model": "scripted", "messages": messages, "tools": TOOLS, "tool_choice": "required"}
         first = (await http.post("/v1/chat/completions", headers=headers, json=body)).json()
         notes = first["tether"]["interventions"]
-        assert {"kind": "workflow_steered", "detail": "tool_choice 'required' -> 'read_file'"} in notes
+        assert {
+            "kind": "workflow_steered",
+            "detail": "tool_choice 'required' -> 'read_file'",
+            "tool": "read_file",
+            "before": None,
+            "after": None,
+        } in notes
         calls = first["choices"][0]["message"]["tool_calls"]
         messages += [
             {"role": "assistant", "content": "", "tool_calls": calls},
             {"role": "tool", "tool_call_id": calls[0]["id"], "content": "numbers"},
         ]
         second = (await http.post("/v1/chat/completions", headers=headers, json=body)).json()
-        assert {"kind": "workflow_steered", "detail": "tool_choice 'required' -> 'submit'"} in second[
-            "tether"
-        ]["interventions"]
+        assert {
+            "kind": "workflow_steered",
+            "detail": "tool_choice 'required' -> 'submit'",
+            "tool": "submit",
+            "before": None,
+            "after": None,
+        } in second["tether"]["interventions"]
         # A client that names a function keeps its choice.
         named = {**body, "tool_choice": {"type": "function", "function": {"name": "read_file"}}}
         third = (await http.post("/v1/chat/completions", headers=headers, json=named)).json()

@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from workflow_support import call, scripted_core
 
-from tether.chat import Message, ToolCallRecord
+from tether.calls import ToolCall
+from tether.chat import Message
 from tether.engine.base import EngineInfo
-from tether.proxy.core import ChatJob
+from tether.turns.events import ChatJob
 from tether.workflows import (
     NUDGE_PREFIXES,
     CompactionPolicy,
@@ -36,7 +37,7 @@ def count(messages: Sequence[Message]) -> int:
 def turn(i: int, result: str, name: str = "read_file") -> list[Message]:
     cid = f"call_{i}"
     return [
-        Message("assistant", "", (ToolCallRecord(cid, name, f'{{"path": "f{i}"}}'),)),
+        Message("assistant", "", (ToolCall(name, {"path": f"f{i}"}, cid),)),
         Message("tool", result, tool_call_id=cid, name=name),
     ]
 
@@ -148,7 +149,7 @@ def histories(draw: st.DrawFn) -> list[Message]:
             k = draw(st.integers(1, 3))
             ids = [f"c{n + j}" for j in range(k)]
             n += k
-            out.append(Message("assistant", "", tuple(ToolCallRecord(i, "t", "{}") for i in ids)))
+            out.append(Message("assistant", "", tuple(ToolCall("t", {}, i) for i in ids)))
             out += [Message("tool", draw(st.text(max_size=600)), tool_call_id=i, name="t") for i in ids]
         elif kind == "text":
             out.append(Message("assistant", draw(st.text(max_size=200))))

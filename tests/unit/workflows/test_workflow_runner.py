@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -422,7 +421,7 @@ async def test_eight_concurrent_runs_share_one_preempting_slot() -> None:
     results = await asyncio.gather(first, *rest)
     for name, result in results:
         assert result.ok, (name, result.reason)
-        assert json.loads(result.terminal_call.arguments) == {"summary": contents[name]}
+        assert dict(result.terminal_call.arguments) == {"summary": contents[name]}
     snap = core.scheduler.snapshot()
     assert snap["completed"] == 16 and snap["busy_slots"] == 0 and snap["queue_depth"] == 0
     # r0 (lowest priority) holds the slot until seven runs that outrank it are queued: it is preempted.

@@ -9,33 +9,40 @@ import httpx
 import pytest
 from workflow_support import call, edit_workflow, say, scripted_core
 
-from tether.chat import Message, ToolCallRecord
+from tether.calls import ToolCall
+from tether.chat import Message
 from tether.config import ServerConfig
 from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import ScriptedEngine
 from tether.errors import InvalidRequestError
+from tether.guardrails.presets import PRESETS
 from tether.proxy.app import create_app
-from tether.proxy.core import CallOut, ChatJob, CoreEvent, FinishOut, TextOut
-from tether.proxy.sessions import SessionNotFoundError, SessionStore, enforced_run
+from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent
+from tether.turns.stages import SessionStage, Turn, TurnPipeline
 from tether.workflows import Budgets
+from tether.workflows.enforcement import Enforcement
+from tether.workflows.sessions import SessionNotFoundError, SessionStore
 
 WF = edit_workflow()
 USER = Message("user", "Fix a.txt")
 
 
 def done(name: str, cid: str, result: str = "ok", **args: Any) -> list[Message]:
-    import json
-
     return [
-        Message("assistant", "", (ToolCallRecord(cid, name, json.dumps(args)),)),
+        Message("assistant", "", (ToolCall(name, args, cid),)),
         Message("tool", result, tool_call_id=cid, name=name),
     ]
 
 
-def out(name: str, cid: str = "call_new", **args: Any) -> CallOut:
-    import json
+def out(name: str, cid: str = "call_new", **args: Any) -> ToolCall:
+    return ToolCall(name, args, cid)
 
-    return CallOut(index=0, id=cid, name=name, arguments=json.dumps(args))
+
+def check_reply(
+    store: SessionStore, sid: str, history: Sequence[Message], calls: Sequence[ToolCall]
+) -> Enforcement:
+    """What a request does: observe its history once, then check the reply's calls."""
+    return store.check(store.observe(sid, history), calls)
 
 
 class Clock:
@@ -49,13 +56,13 @@ class Clock:
 def test_check_reply_blocks_a_premature_terminal_call_until_the_step_has_a_result() -> None:
     store = SessionStore([WF])
     store.create("fix_bug", "s1")
-    early = store.check_reply("s1", [USER], [out("submit", summary="x")])
+    early = check_reply(store, "s1", [USER], [out("submit", summary="x")])
     assert not early.ok and early.allowed_calls == ()
     (blocked,) = early.blocked
     assert blocked.reason == "terminal tool called early: submit(summary='x') needs run_tests"
     assert blocked.text.startswith("Not executed: submit finishes the task")
     history = [USER, *done("run_tests", "c1")]
-    later = store.check_reply("s1", history, [out("submit", summary="x")])
+    later = check_reply(store, "s1", history, [out("submit", summary="x")])
     assert later.ok and [c.name for c in later.allowed_calls] == ["submit"]
 
 
@@ -63,14 +70,14 @@ def test_state_survives_a_client_that_trims_its_history() -> None:
     store = SessionStore([WF])
     store.create("fix_bug", "s1")
     store.observe("s1", [USER, *done("run_tests", "c1")])
-    assert store.check_reply("s1", [USER], [out("submit", summary="x")]).ok  # c1 no longer sent
+    assert check_reply(store, "s1", [USER], [out("submit", summary="x")]).ok  # c1 no longer sent
 
 
 def test_error_results_do_not_count_and_each_call_id_counts_once() -> None:
     store = SessionStore([WF])
     session = store.create("fix_bug", "s1")
     failed = [USER, *done("run_tests", "c1", result="Error: 2 tests failed")]
-    assert not store.check_reply("s1", failed, [out("submit", summary="x")]).ok
+    assert not check_reply(store, "s1", failed, [out("submit", summary="x")]).ok
     assert session.state.failures == 1
     store.observe("s1", failed)
     store.observe("s1", failed)
@@ -81,11 +88,14 @@ def test_arg_matched_prerequisite_and_same_reply_calls() -> None:
     store = SessionStore([WF])
     store.create("fix_bug", "s1")
     history = [USER, *done("read_file", "c1", path="b.txt")]
-    verdict = store.check_reply("s1", history, [out("edit_file", path="a.txt", text="x")])
+    verdict = check_reply(store, "s1", history, [out("edit_file", path="a.txt", text="x")])
     assert "requires read_file(path='a.txt') first" in verdict.blocked[0].text
-    assert store.check_reply("s1", history, [out("edit_file", path="b.txt", text="x")]).ok
-    both = store.check_reply(
-        "s1", history, [out("read_file", "r", path="a.txt"), out("edit_file", "e", path="a.txt", text="x")]
+    assert check_reply(store, "s1", history, [out("edit_file", path="b.txt", text="x")]).ok
+    both = check_reply(
+        store,
+        "s1",
+        history,
+        [out("read_file", "r", path="a.txt"), out("edit_file", "e", path="a.txt", text="x")],
     )
     assert [c.name for c in both.allowed_calls] == ["read_file"] and both.blocked[0].call.name == "edit_file"
     retry = both.retry_messages("thinking")
@@ -93,7 +103,7 @@ def test_arg_matched_prerequisite_and_same_reply_calls() -> None:
     assert retry[1].content.startswith("Not executed: another tool call in this turn was rejected")
     assert retry[2].tool_call_id == "e" and "read_file(path='a.txt')" in retry[2].content
     assert "[tether] workflow 'fix_bug' blocked edit_file" in both.fallback_text()
-    assert both.interventions()[0]["kind"] == "workflow_blocked"
+    assert both.interventions()[0].kind == "workflow_blocked"
 
 
 def test_sessions_resolve_expire_and_evict() -> None:
@@ -126,14 +136,17 @@ def test_sessions_resolve_expire_and_evict() -> None:
 
 async def run(
     store: SessionStore, replies: Sequence[str], messages: Sequence[Message], sid: str = "s1"
-) -> tuple[list[CoreEvent], ScriptedEngine]:
+) -> tuple[list[TurnEvent], ScriptedEngine]:
     core, engine = scripted_core(replies)
-    job = ChatJob(messages=tuple(messages), tools=tuple(t.spec() for t in WF.tools), tool_choice="auto")
-    events = [ev async for ev in enforced_run(core, core.prepare(job), store, sid)]
+    # The stage under test alone: the core's own guard off (it has its own tests).
+    tools = tuple(t.spec() for t in WF.tools)
+    job = ChatJob(messages=tuple(messages), tools=tools, tool_choice="auto", guard=PRESETS["bare"])
+    pipeline = TurnPipeline(core, [SessionStage(store)])
+    events = [ev async for ev in pipeline.start(Turn(job, sid))]
     return events, engine
 
 
-def finish_of(events: Sequence[CoreEvent]) -> FinishOut:
+def finish_of(events: Sequence[TurnEvent]) -> FinishOut:
     last = events[-1]
     assert isinstance(last, FinishOut)
     return last
@@ -143,11 +156,11 @@ async def test_blocked_call_is_regenerated_once_with_the_error_in_context() -> N
     store = SessionStore([WF])
     store.create("fix_bug", "s1")
     events, engine = await run(store, [call("submit", summary="early"), call("run_tests")], [USER])
-    calls = [e for e in events if isinstance(e, CallOut)]
-    assert [(c.index, c.name) for c in calls] == [(0, "run_tests")]
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [c.name for c in calls] == ["run_tests"]
     fin = finish_of(events)
     assert fin.finish_reason == "tool_calls"
-    assert [n["kind"] for n in fin.interventions] == ["workflow_blocked", "workflow_regenerated"]
+    assert [n.kind for n in fin.interventions] == ["workflow_blocked", "workflow_regenerated"]
     assert fin.usage.completion_tokens > len(call("run_tests"))  # both generations counted
     second = engine.prompts[1]
     assert "Not executed: submit finishes the task" in second
@@ -160,7 +173,7 @@ async def test_still_blocked_after_regeneration_becomes_text_naming_what_is_miss
     store = SessionStore([WF])
     store.create("fix_bug", "s1")
     events, engine = await run(store, [call("submit", summary="early")], [USER])
-    assert not any(isinstance(e, CallOut) for e in events)
+    assert not any(isinstance(e, ToolCall) for e in events)
     text = "".join(e.text for e in events if isinstance(e, TextOut))
     assert (
         text
@@ -168,15 +181,15 @@ async def test_still_blocked_after_regeneration_becomes_text_naming_what_is_miss
     )
     fin = finish_of(events)
     assert fin.finish_reason == "stop" and len(engine.prompts) == 2
-    assert [n["kind"] for n in fin.interventions][-1] == "workflow_fallback_text"
-    assert [n.get("tier") for n in fin.interventions if n["kind"] == "workflow_blocked"] == [1, 2]
+    assert [n.kind for n in fin.interventions][-1] == "workflow_fallback_text"
+    assert [n.tier for n in fin.interventions if n.kind == "workflow_blocked"] == [1, 2]
 
 
 async def test_allowed_replies_pass_through_untouched() -> None:
     store = SessionStore([WF])
     store.create("fix_bug", "s1")
     events, engine = await run(store, [call("submit", summary="done")], [USER, *done("run_tests", "c1")])
-    assert [e.name for e in events if isinstance(e, CallOut)] == ["submit"]
+    assert [e.name for e in events if isinstance(e, ToolCall)] == ["submit"]
     assert finish_of(events).interventions == () and len(engine.prompts) == 1
     text_events, _ = await run(store, [say("All good.")], [USER])
     assert "".join(e.text for e in text_events if isinstance(e, TextOut)) == "All good."
@@ -186,7 +199,7 @@ async def test_no_regeneration_once_the_violation_budget_is_spent() -> None:
     store = SessionStore([edit_workflow(budgets=Budgets(max_violations=0))])
     store.create("fix_bug", "s1")
     events, engine = await run(store, [call("submit", summary="x"), call("run_tests")], [USER])
-    assert len(engine.prompts) == 1 and not any(isinstance(e, CallOut) for e in events)
+    assert len(engine.prompts) == 1 and not any(isinstance(e, ToolCall) for e in events)
 
 
 # -- HTTP: /v1/tether/sessions --------------------------------------------------------------

@@ -15,7 +15,7 @@ from tether.engine.base import Done, GenerationEvent, LogitsProcessor, SamplingP
 from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import Reply, ScriptedEngine
 from tether.grammar.formats import get_format
-from tether.proxy.core import ChatCore
+from tether.turns.core import ChatCore
 from tether.workflows import Budgets, Prerequisite, Step, ToolDef, Workflow
 
 

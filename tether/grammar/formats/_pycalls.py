@@ -16,8 +16,9 @@ from typing import Any
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
 
+from tether.calls import ToolCall
 from tether.grammar.formats._shared import dumps
-from tether.grammar.formats.base import ParsedCall, ToolSpec
+from tether.grammar.formats.base import ToolSpec
 from tether.grammar.rescue import find_tool, make_call
 
 __all__ = ["parse_pythonic", "py_literal"]
@@ -131,7 +132,7 @@ def _tree(text: str) -> tuple[Tree[Token], tuple[str, ...]] | None:
 
 def _call(
     node: Tree[Token], tools: Sequence[ToolSpec], raw: str, repairs: tuple[str, ...]
-) -> ParsedCall | None:
+) -> ToolCall | None:
     reader = _Reader()
     name = str(node.children[0])
     if name.endswith(".call"):  # Llama 3.1 built-ins: brave_search.call(query=...)
@@ -153,7 +154,7 @@ def _call(
     return make_call(name, args, tools, raw=raw, repairs=(*repairs, *reader.repairs))
 
 
-def parse_pythonic(text: str, tools: Sequence[ToolSpec]) -> tuple[ParsedCall, ...] | None:
+def parse_pythonic(text: str, tools: Sequence[ToolSpec]) -> tuple[ToolCall, ...] | None:
     """The calls in ``text`` (a ``[f(a=1), g()]`` list or bare ``f(a=1)``), or None."""
     parsed = _tree(text.strip())
     if parsed is None:

@@ -12,7 +12,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tether.grammar.formats.base import JsonNameSlot, ParsedCall, ParseResult, ToolCallFormat, ToolSpec
+from tether.calls import ToolCall
+from tether.grammar.formats.base import JsonNameSlot, ParseResult, ToolCallFormat, ToolSpec
 from tether.grammar.rescue import (
     armed_region_end,
     extract_json_calls,
@@ -89,5 +90,5 @@ class JsonPayloadFormat(ToolCallFormat):
         """Second chance for a marked region without JSON calls (another family's syntax)."""
         return None
 
-    def call_object(self, call: ParsedCall) -> Mapping[str, Any]:
+    def call_object(self, call: ToolCall) -> Mapping[str, Any]:
         return {"name": call.name, self.canonical_args: dict(call.arguments)}

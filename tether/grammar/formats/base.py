@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.calls import ToolCall
+
 __all__ = [
     "InlineNameSlot",
     "JsonNameSlot",
     "JsonTextEnvelope",
     "NameSlot",
     "ParseResult",
-    "ParsedCall",
     "ToolCallFormat",
     "ToolSpec",
 ]
@@ -87,27 +88,11 @@ class JsonTextEnvelope:
 
 
 @dataclass(frozen=True)
-class ParsedCall:
-    """One tool call recovered from model output.
-
-    ``offered`` is False when the name is not one of the offered tools; such a
-    call is handed to name resolution, never dropped. ``repairs`` lists what
-    rescue parsing had to do (e.g. ``"code_fence"``, ``"arguments_string_decoded"``).
-    """
-
-    name: str
-    arguments: Mapping[str, Any]
-    raw: str = ""
-    offered: bool = True
-    repairs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class ParseResult:
     """Tool calls found in a message plus the prose around them."""
 
     content: str
-    calls: tuple[ParsedCall, ...] = ()
+    calls: tuple[ToolCall, ...] = ()
 
 
 class ToolCallFormat:
@@ -126,6 +111,8 @@ class ToolCallFormat:
         constrain_from_start: the grammar holds the whole reply from its first token.
         placeholders: argument values ``render_tools`` shows in its example call; a call
             carrying one that the conversation never mentions was copied from the prompt.
+        prompt_owns_tools: the format renders the tools and past calls itself even when the
+            chat template could (the generic format: its whole-reply JSON is its own).
     """
 
     name: str = ""
@@ -137,6 +124,7 @@ class ToolCallFormat:
     text_envelope: JsonTextEnvelope | None = None
     constrain_from_start: bool = False
     placeholders: tuple[str | float, ...] = ()
+    prompt_owns_tools: bool = False
     # How arguments are written after an InlineNameSlot terminator: "json" allows strict mode there.
     args_encoding: str = "json"
 
@@ -144,7 +132,7 @@ class ToolCallFormat:
         """The system-prompt block that offers ``tools`` when the chat template cannot."""
         raise NotImplementedError
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         """Assistant message text for past tool calls (templates without tool support)."""
         raise NotImplementedError
 
@@ -153,7 +141,7 @@ class ToolCallFormat:
         return "user", f"Result of {name}:\n{content}"
 
     def parse(self, text: str, tools: Sequence[ToolSpec]) -> ParseResult:
-        """Tool calls and the prose around them; unknown names come back with ``offered=False``.
+        """Tool calls and the prose around them; names that are not offered are kept (the guard resolves them).
 
         Runs the shared streaming detector over the whole text, so a streamed reply
         and a parsed reply can never disagree. Formats implement the hooks below.

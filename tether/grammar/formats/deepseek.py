@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region
-from tether.grammar.formats.base import InlineNameSlot, ParsedCall, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
 from tether.grammar.rescue import clean_leftover, find_json_values, make_call
 
 __all__ = ["DeepSeekV3Format", "DeepSeekV31Format"]
@@ -28,7 +29,7 @@ CALL_END = "<｜tool▁call▁end｜>"
 SEP = "<｜tool▁sep｜>"
 
 
-def _one_call(chunk: str, tools: Sequence[ToolSpec]) -> ParsedCall | None:
+def _one_call(chunk: str, tools: Sequence[ToolSpec]) -> ToolCall | None:
     left, sep, right = chunk.partition(SEP)
     if not sep:
         return None
@@ -63,10 +64,10 @@ class DeepSeekV3Format(JsonPayloadFormat):
             f"```json\n{{ARGUMENTS}}\n```{CALL_END}{CALLS_END}"
         )
 
-    def render_call(self, call: ParsedCall) -> str:
+    def render_call(self, call: ToolCall) -> str:
         return f"{CALL_BEGIN}function{SEP}{call.name}\n```json\n{dumps(dict(call.arguments))}\n```{CALL_END}"
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         return join_content(content, CALLS_BEGIN + "\n".join(self.render_call(c) for c in calls) + CALLS_END)
 
     def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
@@ -77,7 +78,7 @@ class DeepSeekV3Format(JsonPayloadFormat):
         if not marked:
             return None
         chunks = body.split(CALL_BEGIN)
-        calls: list[ParsedCall] = []
+        calls: list[ToolCall] = []
         pieces = [chunks[0]]
         for chunk in chunks[1:]:
             inner, closed, rest = chunk.partition(CALL_END)
@@ -99,9 +100,9 @@ class DeepSeekV31Format(DeepSeekV3Format):
     name_slot = InlineNameSlot(prefix=CALL_BEGIN, terminators=(SEP,))
     args_encoding = "json"
 
-    def render_call(self, call: ParsedCall) -> str:
+    def render_call(self, call: ToolCall) -> str:
         return f"{CALL_BEGIN}{call.name}{SEP}{dumps(dict(call.arguments))}{CALL_END}"
 
 
-def _flag(call: ParsedCall, repair: str) -> ParsedCall:
-    return ParsedCall(call.name, call.arguments, call.raw, call.offered, (*call.repairs, repair))
+def _flag(call: ToolCall, repair: str) -> ToolCall:
+    return call.with_repairs(repair)

@@ -18,8 +18,9 @@ from typing import Any
 from lark import Lark, Token, Tree
 from lark.exceptions import LarkError
 
+from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, join_content, split_region
-from tether.grammar.formats.base import InlineNameSlot, ParsedCall, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
 from tether.grammar.rescue import make_call
 
 __all__ = ["FunctionGemmaFormat", "to_gemma"]
@@ -112,7 +113,7 @@ class FunctionGemmaFormat(JsonPayloadFormat):
         )
         return "You are a model that can do function calling with the following functions" + decls
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         rendered = "".join(
             f"<start_function_call>call:{c.name}{to_gemma(dict(c.arguments))}<end_function_call>"
             for c in calls

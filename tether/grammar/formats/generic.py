@@ -16,15 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from tether.calls import ToolCall
+from tether.coercion import schema_types
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps
-from tether.grammar.formats.base import JsonNameSlot, JsonTextEnvelope, ParsedCall, ParseResult, ToolSpec
-from tether.grammar.rescue import (
-    armed_region_end,
-    calls_from_value,
-    clean_leftover,
-    find_json_values,
-    schema_types,
-)
+from tether.grammar.formats.base import JsonNameSlot, JsonTextEnvelope, ParseResult, ToolSpec
+from tether.grammar.rescue import armed_region_end, calls_from_value, clean_leftover, find_json_values
 
 __all__ = ["GenericFormat", "example_arguments"]
 
@@ -68,6 +64,7 @@ class GenericFormat(JsonPayloadFormat):
     end = ()
     name_slot = JsonNameSlot(("name",))
     constrain_from_start = True
+    prompt_owns_tools = True
     text_envelope = JsonTextEnvelope('{"response": "', '"}')
     placeholders = (_STRING_PLACEHOLDER, _NUMBER_PLACEHOLDER)  # not 1 or true: too often meant
 
@@ -89,7 +86,7 @@ class GenericFormat(JsonPayloadFormat):
             'Example text answer:\n{"response": "Hello! How can I help you?"}'
         )
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         if not calls:
             return dumps({"response": content})
         return dumps({"tool_calls": [{"name": c.name, "arguments": dict(c.arguments)} for c in calls]})
@@ -100,7 +97,7 @@ class GenericFormat(JsonPayloadFormat):
     def parse_region(self, region: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         text = region
         marked = any(region.startswith(b) for b in self.begin)
-        calls: list[ParsedCall] = []
+        calls: list[ToolCall] = []
         answers: list[str] = []
         pieces: list[str] = []
         pos = 0

@@ -15,9 +15,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tether.calls import ToolCall
+from tether.coercion import value_from_text
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region
-from tether.grammar.formats.base import InlineNameSlot, ParsedCall, ParseResult, ToolSpec
-from tether.grammar.rescue import clean_leftover, coerce_text, find_tool, make_call
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
+from tether.grammar.rescue import clean_leftover, find_tool, make_call
 
 __all__ = ["Glm45Format"]
 
@@ -44,7 +46,7 @@ def _pairs(text: str, props: Mapping[str, Any], repairs: list[str]) -> tuple[dic
             pos = close
         else:
             pos = close + len(_VALUE_CLOSE)
-        args[key] = coerce_text(text[start:close], props.get(key))
+        args[key] = value_from_text(text[start:close], props.get(key))
         while pos < len(text) and text[pos].isspace():
             pos += 1
     return args, pos
@@ -70,8 +72,8 @@ class Glm45Format(JsonPayloadFormat):
             "...\n</tool_call>"
         )
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
-        def one(call: ParsedCall) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
+        def one(call: ToolCall) -> str:
             pairs = "".join(
                 f"<arg_key>{k}</arg_key>\n<arg_value>{v if isinstance(v, str) else dumps(v)}</arg_value>\n"
                 for k, v in call.arguments.items()

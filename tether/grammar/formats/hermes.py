@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content
-from tether.grammar.formats.base import JsonNameSlot, ParsedCall, ParseResult, ToolSpec
+from tether.grammar.formats.base import JsonNameSlot, ParseResult, ToolSpec
 from tether.grammar.formats.qwen3_coder import parse_xml_calls
 
 __all__ = ["HermesFormat"]
@@ -38,7 +39,7 @@ class HermesFormat(JsonPayloadFormat):
             '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
         )
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         rendered = "\n".join(f"<tool_call>\n{dumps(self.call_object(c))}\n</tool_call>" for c in calls)
         return join_content(content, rendered)
 

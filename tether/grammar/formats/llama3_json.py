@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tether.calls import ToolCall
 from tether.grammar.formats._pycalls import parse_pythonic
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, tool_dicts
-from tether.grammar.formats.base import JsonNameSlot, ParsedCall, ParseResult, ToolSpec
+from tether.grammar.formats.base import JsonNameSlot, ParseResult, ToolSpec
 
 __all__ = ["Llama3JsonFormat"]
 
@@ -35,7 +36,7 @@ class Llama3JsonFormat(JsonPayloadFormat):
             "value}. Do not use variables.\n\n" + listing
         )
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         rendered = "; ".join(dumps(self.call_object(c)) for c in calls)
         # bare JSON is only a call at the start of a message; after prose it needs the tag
         return f"{content}\n{self.begin[0]}{rendered}" if content else rendered

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region, tool_dicts
-from tether.grammar.formats.base import InlineNameSlot, ParsedCall, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
 from tether.grammar.rescue import clean_leftover, find_json_values, make_call
 
 __all__ = ["LlamaFunctionFormat"]
@@ -40,7 +41,7 @@ class LlamaFunctionFormat(JsonPayloadFormat):
             "Put the entire function call reply on one line."
         )
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         rendered = "".join(f"<function={c.name}>{dumps(dict(c.arguments))}</function>" for c in calls)
         return join_content(content, rendered)
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region
 from tether.grammar.formats.base import (
     InlineNameSlot,
     JsonNameSlot,
     NameSlot,
-    ParsedCall,
     ParseResult,
     ToolSpec,
 )
@@ -58,7 +58,7 @@ class MistralFormat(JsonPayloadFormat):
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         return "[AVAILABLE_TOOLS]" + dumps([t.to_openai() for t in tools]) + "[/AVAILABLE_TOOLS]"
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         rendered = "".join(f"[TOOL_CALLS]{c.name}[ARGS]{dumps(dict(c.arguments))}" for c in calls)
         return join_content(content, rendered)
 
@@ -90,5 +90,5 @@ class MistralV3Format(MistralFormat):
     description = 'Mistral v3 (7B v0.3, Nemo): [TOOL_CALLS][{"name": ..., "arguments": {...}}]'
     name_slot = JsonNameSlot(("name",), list_wrapped=True)
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         return join_content(content, "[TOOL_CALLS]" + dumps([self.call_object(c) for c in calls]))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, tool_dicts
-from tether.grammar.formats.base import JsonNameSlot, ParsedCall, ToolSpec
+from tether.grammar.formats.base import JsonNameSlot, ToolSpec
 
 __all__ = ["Phi4Format"]
 
@@ -30,7 +31,7 @@ class Phi4Format(JsonPayloadFormat):
             f"<|tool|>{dumps(tool_dicts(tools))}<|/tool|>"
         )
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         rendered = "<|tool_call|>" + dumps([self.call_object(c) for c in calls]) + "<|/tool_call|>"
         return join_content(content, rendered)
 

@@ -13,14 +13,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tether.calls import ToolCall
 from tether.grammar.formats._pycalls import parse_pythonic, py_literal
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region, tool_dicts
-from tether.grammar.formats.base import InlineNameSlot, ParsedCall, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
 from tether.grammar.rescue import (
     after_fence,
     armed_region_end,
     clean_leftover,
     extract_json_calls,
+    find_tool,
     pythonic_arm,
     scan_value_end,
     skip_marker,
@@ -67,8 +69,8 @@ class PythonicFormat(JsonPayloadFormat):
             f"<|tool_list_start|>{dumps(tool_dicts(tools))}<|tool_list_end|>"
         )
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
-        def call_text(c: ParsedCall) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
+        def call_text(c: ToolCall) -> str:
             args = ", ".join(f"{k}={py_literal(v)}" for k, v in c.arguments.items())
             return f"{c.name}({args})"
 
@@ -83,7 +85,7 @@ class PythonicFormat(JsonPayloadFormat):
         body, fenced = _unfence(body)
         extra = ("code_fence",) if fenced else ()
         calls = parse_pythonic(body, tools)
-        if calls is not None and not marked and not all(map(_plausible, calls)):
+        if calls is not None and not marked and not all(_plausible(c, tools) for c in calls):
             return None  # "[Note(s)] ..." opening a prose answer is not a call
         if calls is not None:
             return ParseResult(content="", calls=tuple(_with(c, extra) for c in calls))
@@ -97,11 +99,12 @@ class PythonicFormat(JsonPayloadFormat):
         return extract_json_calls(body, tools, markerless=not marked) if marked or fenced else None
 
 
-def _plausible(call: ParsedCall) -> bool:
-    return call.offered or not {"positional_arguments", "bare_identifier"} & set(call.repairs)
+def _plausible(call: ToolCall, tools: Sequence[ToolSpec]) -> bool:
+    offered = find_tool(tools, call.name) is not None
+    return offered or not {"positional_arguments", "bare_identifier"} & set(call.repairs)
 
 
-def _with(call: ParsedCall, repairs: tuple[str, ...]) -> ParsedCall:
+def _with(call: ToolCall, repairs: tuple[str, ...]) -> ToolCall:
     if not repairs:
         return call
-    return ParsedCall(call.name, call.arguments, call.raw, call.offered, (*call.repairs, *repairs))
+    return call.with_repairs(*repairs)

@@ -19,9 +19,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tether.calls import ToolCall
+from tether.coercion import value_from_text
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region
-from tether.grammar.formats.base import InlineNameSlot, ParsedCall, ParseResult, ToolSpec
-from tether.grammar.rescue import clean_leftover, coerce_text, find_json_values, find_tool, make_call
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
+from tether.grammar.rescue import clean_leftover, find_json_values, find_tool, make_call
 
 __all__ = ["Qwen3CoderFormat", "parse_xml_calls"]
 
@@ -55,7 +57,7 @@ def _parameters(inner: str, props: Mapping[str, Any], repairs: list[str]) -> dic
             repairs.append("missing_end_tag")
             close = stop
         key = m.group(1).strip()
-        args[key] = coerce_text(_trim_newlines(inner[m.end() : close]), props.get(key))
+        args[key] = value_from_text(_trim_newlines(inner[m.end() : close]), props.get(key))
     return args
 
 
@@ -66,7 +68,7 @@ def parse_xml_calls(body: str, tools: Sequence[ToolSpec], *, truncated: bool = F
     kept only if its arguments validate.
     """
     matches = list(_FUNCTION.finditer(body))
-    calls: list[ParsedCall] = []
+    calls: list[ToolCall] = []
     pieces: list[str] = []
     pos = 0
     for k, m in enumerate(matches):
@@ -98,7 +100,7 @@ def parse_xml_calls(body: str, tools: Sequence[ToolSpec], *, truncated: bool = F
     return ParseResult(content=content, calls=tuple(calls))
 
 
-def render_xml_call(call: ParsedCall) -> str:
+def render_xml_call(call: ToolCall) -> str:
     params = "".join(
         f"<parameter={key}>\n{value if isinstance(value, str) else dumps(value)}\n</parameter>\n"
         for key, value in call.arguments.items()
@@ -140,7 +142,7 @@ class Qwen3CoderFormat(JsonPayloadFormat):
             "</parameter>\n</function>\n</tool_call>"
         )
 
-    def render_calls(self, content: str, calls: Sequence[ParsedCall]) -> str:
+    def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         return join_content(content, "\n".join(render_xml_call(c) for c in calls))
 
     def render_tool_result(self, name: str, content: str) -> tuple[str, str]:

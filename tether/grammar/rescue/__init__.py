@@ -4,8 +4,8 @@ Shared by every format's ``parse_region``:
 
 * :mod:`~tether.grammar.rescue.jsonscan` finds where JSON values end (strings
   respected) and decodes almost-JSON, naming each repair;
-* :mod:`~tether.grammar.rescue.calls` turns decoded values into ``ParsedCall`` s
-  (accepted shapes, schema-typed coercion, truncated calls kept only when valid);
+* :mod:`~tether.grammar.rescue.calls` turns decoded values into ``ToolCall`` s
+  (accepted shapes, truncated calls kept only when valid; values as written);
 * :mod:`~tether.grammar.rescue.regions` holds the prefix-stable start/end checks
   the streaming detector asks formats for.
 """
@@ -18,12 +18,9 @@ from tether.grammar.rescue.calls import (
     args_valid,
     calls_from_value,
     clean_leftover,
-    coerce_text,
-    coerce_value,
     extract_json_calls,
     find_tool,
     make_call,
-    schema_types,
 )
 from tether.grammar.rescue.jsonscan import (
     JsonSpan,
@@ -51,8 +48,6 @@ __all__ = [
     "armed_region_end",
     "calls_from_value",
     "clean_leftover",
-    "coerce_text",
-    "coerce_value",
     "extract_json_calls",
     "find_json_values",
     "find_tool",
@@ -62,7 +57,6 @@ __all__ = [
     "marker_json_end",
     "pythonic_arm",
     "scan_value_end",
-    "schema_types",
     "skip_marker",
     "string_end",
     "value_run_end",

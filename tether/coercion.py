@@ -1,17 +1,24 @@
-"""Safe, recorded coercion of tool-call arguments towards their JSON Schema.
+"""The one rule set for turning argument values into the types their JSON Schema asks for.
 
-:class:`SchemaWalker` walks a value alongside its schema (``properties``,
-``additionalProperties``, ``items``, ``prefixItems``, local ``$ref``, and the single
-``anyOf``/``oneOf`` branch the value's type fits) and applies :func:`coerce_scalar`
-where the value's own type is not allowed. A coercion is kept only when the
-coerced value then validates at that spot. The rules themselves are listed in
-:mod:`tether.guardrails.arguments`. Missing properties with a ``default`` are
-filled only when asked, and every change is recorded as a readable line.
+Two uses, one module:
+
+* **Coercion** (the guard's argument stage, presets ``full``/``strict``):
+  :class:`SchemaWalker` walks a decoded value alongside its schema (``properties``,
+  ``additionalProperties``, ``items``, ``prefixItems``, local ``$ref``, and the single
+  ``anyOf``/``oneOf`` branch the value's type fits) and applies :func:`coerce_scalar`
+  where the value's own type is not allowed. Only lossless changes are made, a coercion
+  is kept only when the coerced value then validates at that spot, and every change is
+  recorded as a readable line. The rules are listed in :mod:`tether.guardrails.arguments`.
+  Parsers never coerce: under ``bare`` a call comes back exactly as the model wrote it.
+* **Text-typed formats** (Qwen3-Coder and GLM-4.5 write every parameter as text):
+  :func:`value_from_text` reads such a value by the schema's type. That is the format's
+  own encoding, not a repair, so it applies under every preset.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -19,7 +26,18 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-__all__ = ["SchemaWalker", "coerce_scalar", "compact_json", "json_type", "path_text", "type_allowed"]
+from tether.grammar.rescue.jsonscan import loads_lenient
+
+__all__ = [
+    "SchemaWalker",
+    "coerce_scalar",
+    "compact_json",
+    "json_type",
+    "path_text",
+    "schema_types",
+    "type_allowed",
+    "value_from_text",
+]
 
 _INT = re.compile(r"-?(?:0|[1-9]\d*)")
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
@@ -103,6 +121,66 @@ def coerce_scalar(value: Any, allowed: frozenset[str]) -> tuple[Any, str] | None
                 return None
             return (decoded, f"JSON string to {kind}") if isinstance(decoded, cls) else None
     return None
+
+
+def schema_types(schema: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """JSON types a schema allows (``type``, type lists, ``anyOf``/``oneOf``, enums), in order."""
+    if not isinstance(schema, Mapping):
+        return ()
+    raw = schema.get("type")
+    types: list[str] = [raw] if isinstance(raw, str) else [t for t in raw or () if isinstance(t, str)]
+    for key in ("anyOf", "oneOf"):
+        for sub in schema.get(key) or ():
+            types.extend(schema_types(sub))
+    if not types and isinstance(schema.get("enum"), list):
+        types.extend(json_type(v) for v in schema["enum"])
+    if not types and "properties" in schema:
+        types.append("object")
+    return tuple(dict.fromkeys(types))
+
+
+_TEXT_INT = re.compile(r"[+-]?\d+")
+_TEXT_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _text_as(text: str, kind: str) -> tuple[bool, Any]:
+    s = text.strip()
+    if kind == "integer" and _TEXT_INT.fullmatch(s):
+        return True, int(s)
+    if kind == "number" and _TEXT_FLOAT.fullmatch(s):
+        number = float(s)
+        if _TEXT_INT.fullmatch(s):
+            return True, int(s)
+        return (True, number) if math.isfinite(number) else (False, None)
+    if kind == "boolean" and s.lower() in ("true", "false"):
+        return True, s.lower() == "true"
+    if kind == "null" and s.lower() in ("null", "none"):
+        return True, None
+    if kind in ("object", "array") and s[:1] in "{[":
+        try:
+            value, _ = loads_lenient(s)
+        except ValueError:
+            return False, None
+        if isinstance(value, dict if kind == "object" else list):
+            return True, value
+    return False, None
+
+
+def value_from_text(raw: str, schema: Mapping[str, Any] | None) -> Any:
+    """A parameter value a text-typed format wrote, read by the schema's type.
+
+    Strings stay strings; ``integer``/``number``/``boolean``/``null``/``object``/``array``
+    are read when the text allows. With no type information, text that looks like a JSON
+    object or array is decoded and anything else stays a string.
+    """
+    types = schema_types(schema)
+    if "string" in types:
+        return raw
+    for kind in types or ("object", "array"):
+        ok, value = _text_as(raw, kind)
+        if ok:
+            return value
+    return raw
 
 
 class SchemaWalker:

@@ -1,5 +1,8 @@
 """Context compaction: shrink a conversation until its prompt fits a token budget.
 
+One compaction for the proxy (a stage of the turn pipeline), the workflow runner and the
+evals; only the token counter differs (the engine's tokenizer, or a character count).
+
 Tiers, applied in order and stopping as soon as the prompt fits:
 
 1. ``truncate``: old tool results keep their first ``tool_result_chars`` characters
@@ -25,9 +28,9 @@ from dataclasses import dataclass, replace
 import structlog
 
 from tether.chat import Message
-from tether.engine.prompt import build_prompt
 from tether.grammar.formats.base import ToolSpec
-from tether.proxy.core import ChatCore, ChatJob
+from tether.turns.core import ChatCore
+from tether.turns.events import ChatJob, offered_tools
 
 __all__ = [
     "NUDGE_PREFIXES",
@@ -271,22 +274,10 @@ def compact(
     return result
 
 
-def _offered(job: ChatJob) -> tuple[ToolSpec, ...]:
-    if job.tool_choice == "none" or not job.tools:
-        return ()
-    if job.tool_choice in ("auto", "required"):
-        return job.tools
-    return tuple(t for t in job.tools if t.name == job.tool_choice) or job.tools
-
-
 def core_token_counter(core: ChatCore, tools: Sequence[ToolSpec] = ()) -> TokenCounter:
     """``count_tokens`` for the embedded engine: the real prompt, by the engine's tokenizer."""
-
-    def count(messages: Sequence[Message]) -> int:
-        text = build_prompt(core.template, core.fmt, messages, tools)
-        return len(core.engine.tokenize(text, special=True))
-
-    return count
+    offered = tuple(tools)
+    return lambda messages: len(core.prompt_tokens(tuple(messages), offered))
 
 
 def compact_job(
@@ -297,15 +288,14 @@ def compact_job(
     reserve_tokens: int | None = None,
     policy: CompactionPolicy | None = None,
 ) -> tuple[ChatJob, CompactionResult]:
-    """The proxy's hook: ``job`` with its messages compacted to fit ``budget`` prompt tokens
-    (default ``n_ctx - reserve``; ``reserve`` defaults to the requested ``max_tokens``, else the
-    server default, capped at a quarter of the context). Unchanged when it already fits."""
+    """``job`` with its messages compacted to fit ``budget`` prompt tokens (default ``n_ctx - reserve``;
+    ``reserve`` defaults to the requested ``max_tokens``, else the server default, capped at a quarter of
+    the context). Unchanged when it already fits."""
     n_ctx = core.info.n_ctx
     if budget is None:
         wanted = reserve_tokens if reserve_tokens is not None else job.max_tokens_requested
         budget = n_ctx - min(wanted or core.default_max_tokens or n_ctx, n_ctx // 4)
-    counter = core_token_counter(core, _offered(job))
-    result = compact(job.messages, budget, counter, policy=policy)
+    result = compact(job.messages, budget, core_token_counter(core, offered_tools(job)), policy=policy)
     if not result.changed:
         return job, result
     return replace(job, messages=result.messages), result

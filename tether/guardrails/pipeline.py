@@ -1,0 +1,313 @@
+"""The one guard pipeline: every layer that runs on a reply's tool calls after sampling.
+
+The server (after the engine), ``Guardrails``/``wrap`` (on a client's responses), the
+workflow runner and the evals all run these steps, configured by one ``GuardConfig``:
+
+1. **rescue gate** — a call that parsing had to repair is refused as text when rescue is off;
+2. **names** — exact, then layer-1 normalization (``resolve_name``), then a layer-2
+   constrained re-pick; a name that does not resolve is never dispatched;
+3. **arguments** — the prompt's copied placeholder values, Draft 2020-12 validation with
+   lossless recorded coercions (:mod:`tether.coercion`), then a schema-constrained repair;
+4. **duplicates** — an identical call later in the same reply is dropped.
+
+The pipeline is written once, without I/O: :func:`guard_steps` is a generator that
+*yields* a :class:`PickName` or :class:`FixArguments` request whenever it needs the model
+again and receives the answer. :func:`run_guard` drives it with an async ``Regenerator``
+(the server's is backed by the scheduler; a client's by its HTTP client), and
+:func:`run_guard_sync` with a synchronous one (a sync client's) or none. Each regeneration's token usage is
+summed into the result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from tether.calls import ToolCall
+from tether.chat import Message, Usage
+from tether.grammar.formats.base import ToolSpec
+from tether.guardrails.arguments import ArgumentChecker, FieldError
+from tether.guardrails.interventions import GuardrailStats, Intervention
+from tether.guardrails.names import resolve_name
+from tether.guardrails.policy import invalid_arguments_text
+from tether.guardrails.presets import GuardConfig
+
+__all__ = [
+    "CallStatus",
+    "CallVerdict",
+    "FixArguments",
+    "GuardResult",
+    "PickName",
+    "Regenerated",
+    "Regenerator",
+    "Request",
+    "guard_steps",
+    "run_guard",
+    "run_guard_sync",
+]
+
+CallStatus = Literal["ok", "unchecked", "unresolved", "invalid"]
+# Repairs made while decoding wire arguments (not parse repairs): the argument stage reads ``raw``.
+DECODE_REPAIRS = frozenset({"arguments_invalid", "arguments_not_object"})
+
+
+@dataclass(frozen=True)
+class CallVerdict:
+    """What the guard concluded about one call: ``written_name`` as the model wrote it;
+    ``status`` ``unchecked`` when the preset checks no names; ``errors`` left after coercion
+    and repair; ``candidates`` when the name was ambiguous."""
+
+    status: CallStatus
+    written_name: str
+    errors: tuple[FieldError, ...] = ()
+    candidates: tuple[str, ...] = ()
+
+    @property
+    def resolved(self) -> bool:
+        return self.status != "unresolved"
+
+
+@dataclass(frozen=True)
+class PickName:
+    """Ask the model again for the name only, constrained to ``tools``."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class FixArguments:
+    """Ask the model again for ``call``'s arguments only, constrained to ``tool``'s schema."""
+
+    messages: tuple[Message, ...]
+    tool: ToolSpec
+    call: ToolCall
+    errors: tuple[FieldError, ...]
+
+
+Request = PickName | FixArguments
+
+
+@dataclass(frozen=True)
+class Regenerated:
+    """A regenerator's answer: a name (``PickName``), an arguments object (``FixArguments``) or None."""
+
+    value: Any
+    usage: Usage = field(default_factory=Usage)
+
+
+class Regenerator(Protocol):
+    """Answers the pipeline's requests with one extra, constrained generation each."""
+
+    async def regenerate(self, request: Request) -> Regenerated: ...
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    """The calls still standing, in order, each with its verdict; ``refused_text`` holds the text
+    of calls the rescue gate turned back into prose; ``usage`` counts the regenerations."""
+
+    checked: tuple[tuple[ToolCall, CallVerdict], ...]
+    refused_text: tuple[str, ...] = ()
+    interventions: tuple[Intervention, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(c for c, _ in self.checked)
+
+
+def _copied_placeholders(
+    args: Mapping[str, Any], placeholders: Sequence[str | float], messages: Sequence[Message]
+) -> list[str]:
+    """Paths of arguments equal to a placeholder (strings case-insensitively) that no message mentions."""
+    said = "\n".join(m.content for m in messages).casefold()
+    unsaid = [p for p in placeholders if str(p).casefold() not in said]
+    texts = {p.casefold() for p in unsaid if isinstance(p, str)}
+    numbers = [p for p in unsaid if not isinstance(p, str)]
+    found: list[str] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, str):
+            if value.strip().casefold() in texts:
+                found.append(path)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            if value in numbers:
+                found.append(path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{path}.{key}" if path else str(key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+
+    if unsaid:
+        walk(dict(args), "")
+    return found
+
+
+def _key(call: ToolCall) -> str:
+    return call.name + "\0" + json.dumps(dict(call.arguments), sort_keys=True, ensure_ascii=False)
+
+
+Steps = Generator[Request, Regenerated | None, GuardResult]
+
+
+def guard_steps(
+    calls: Sequence[ToolCall],
+    tools: Sequence[ToolSpec],
+    config: GuardConfig,
+    messages: Sequence[Message] = (),
+    *,
+    checkers: Mapping[str, ArgumentChecker] | None = None,
+    placeholders: Sequence[str | float] = (),
+    required: bool = False,
+    can_regenerate: bool = False,
+) -> Steps:
+    """The pipeline over one reply's ``calls``; yields requests when it needs the model again.
+
+    ``placeholders``: the format prompt's example values; ``required``: the request demands a
+    call, so a doubtful one is flagged rather than dropped; ``checkers``: compiled per tool.
+    """
+    by_name = {t.name: t for t in tools}
+    names = [t.name for t in tools]
+    history = tuple(messages)
+    notes: list[Intervention] = []
+    refused: list[str] = []
+    checked: list[tuple[ToolCall, CallVerdict]] = []
+    usage = Usage()
+    seen: dict[str, int] = {}
+    for call in calls:
+        parse_repairs = [r for r in call.repairs if r not in DECODE_REPAIRS]
+        if parse_repairs and not config.rescue:
+            notes.append(
+                Intervention("rescue_disabled", f"call needed {', '.join(parse_repairs)}", call.name)
+            )
+            refused.append(call.raw)
+            continue
+        if parse_repairs:
+            notes.append(Intervention("rescued", ", ".join(parse_repairs), call.name, call.raw or None))
+        written = call.name
+        name: str | None = call.name if call.name in by_name else None
+        candidates: tuple[str, ...] = ()
+        if name is None and config.resolve:
+            res = resolve_name(call.name, names)
+            name, candidates = res.name, tuple(res.candidates)
+            if name is not None:
+                notes.append(
+                    Intervention(
+                        "name_resolved", f"{res.method} match: {written!r} -> {name!r}", name, written, name
+                    )
+                )
+                call = call.with_repairs("name_resolved", name=name)
+        if name is None and config.repick and can_regenerate:
+            answer = yield PickName(history, tuple(tools), call)
+            usage = usage + (answer.usage if answer else Usage())
+            picked = answer.value if answer is not None else None
+            name = picked if isinstance(picked, str) and picked in by_name else None
+            why = "constrained re-pick" if name else "re-pick found nothing offered"
+            notes.append(Intervention("repick", why, name, written, name))
+            if name is not None:
+                call = call.with_repairs("repicked", name=name)
+        if name is None:
+            if not (config.resolve or config.repick):
+                checked.append((call, CallVerdict("unchecked", written)))  # no name layers: as written
+                continue
+            detail = f"no offered tool matches {written!r}"
+            if candidates:
+                detail += f"; ambiguous between {', '.join(candidates)}"
+            notes.append(Intervention("name_unresolved", detail, None, written, list(candidates) or None))
+            checked.append((call, CallVerdict("unresolved", written, candidates=candidates)))
+            continue
+        verdict = CallVerdict("ok", written)
+        if config.validate:
+            copied = _copied_placeholders(call.arguments, placeholders, history)
+            if copied:
+                # The model had no value and copied the prompt's example: a wrong guess is worse than no
+                # guess (repairing it would only invent another value).
+                detail = f"{', '.join(copied)}: the prompt's example value, not one from the conversation"
+                kind = "args_invalid" if required else "placeholder_dropped"
+                notes.append(Intervention(kind, detail, name, dict(call.arguments), None))
+                if not required:
+                    continue
+            checker = (checkers or {}).get(name) or ArgumentChecker(
+                by_name[name].parameters, coerce=config.coerce, fill_defaults=config.fill_defaults
+            )
+            source = call.raw if DECODE_REPAIRS & set(call.repairs) else call.arguments
+            check = checker.check(source)
+            if check.coercions:
+                notes.append(
+                    Intervention("args_coerced", "; ".join(check.coercions), name, source, check.arguments)
+                )
+            if check.defaults:
+                notes.append(
+                    Intervention("args_defaulted", "; ".join(check.defaults), name, source, check.arguments)
+                )
+            if check.changed or check.ok:
+                call = call.with_repairs(
+                    *(["args_coerced"] if check.coercions else []), arguments=check.arguments
+                )
+            errors = check.errors
+            if errors and config.repair and can_regenerate:
+                answer = yield FixArguments(history, by_name[name], call, errors)
+                usage = usage + (answer.usage if answer else Usage())
+                fixed = answer.value if answer is not None else None
+                if isinstance(fixed, dict) and checker.check(fixed).ok:
+                    detail = "regenerated under the schema grammar"
+                    notes.append(Intervention("args_repaired", detail, name, dict(call.arguments), fixed))
+                    call = call.with_repairs("args_repaired", arguments=fixed)
+                    errors = ()
+            if errors:
+                nudge = invalid_arguments_text(name, errors, schema=dict(by_name[name].parameters))
+                notes.append(Intervention("args_invalid", nudge, name, dict(call.arguments), None))
+                verdict = CallVerdict("invalid", written, errors)
+        if config.dedupe:
+            key = _key(call)
+            if key in seen:
+                notes.append(
+                    Intervention("duplicate_dropped", f"call {len(checked)} repeats call {seen[key]}", name)
+                )
+                continue
+            seen[key] = len(checked)
+        checked.append((call, verdict))
+    return GuardResult(tuple(checked), tuple(t for t in refused if t), tuple(notes), usage)
+
+
+async def run_guard(
+    steps: Steps, regenerator: Regenerator | None, stats: GuardrailStats | None = None
+) -> GuardResult:
+    """Drive ``steps`` with an async regenerator (None answers every request with nothing)."""
+    try:
+        request = next(steps)
+        while True:
+            answer = await regenerator.regenerate(request) if regenerator is not None else None
+            request = steps.send(answer)
+    except StopIteration as stop:
+        result: GuardResult = stop.value
+    _record(result, stats)
+    return result
+
+
+def run_guard_sync(
+    steps: Steps,
+    regenerate: Callable[[Request], Regenerated | None] | None = None,
+    stats: GuardrailStats | None = None,
+) -> GuardResult:
+    """Drive ``steps`` with a synchronous ``regenerate`` (None answers every request with nothing)."""
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(regenerate(request) if regenerate is not None else None)
+    except StopIteration as stop:
+        result: GuardResult = stop.value
+    _record(result, stats)
+    return result
+
+
+def _record(result: GuardResult, stats: GuardrailStats | None) -> None:
+    if stats is not None:
+        for note in result.interventions:
+            stats.record(note)

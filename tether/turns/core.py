@@ -1,0 +1,261 @@
+"""The innermost stage of the turn pipeline: one generation, from a ``ChatJob`` to turn events.
+
+``ChatCore.prepare`` renders and tokenizes the prompt and checks the budget, so errors
+surface before anything streams; ``ChatCore.run`` schedules the generation with its
+logits processors (the request's own, then layer 0), streams text through the stop
+matcher and the format's detector, and hands the parsed calls to the guard pipeline
+once the slot is free again (its re-pick and repair need the engine).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+
+import structlog
+
+from tether.aio import aclose_quietly
+from tether.calls import ToolCall
+from tether.chat import Message, Usage
+from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
+from tether.engine.processors import chain, sampling_processors
+from tether.engine.prompt import build_prompt
+from tether.engine.scheduler import Scheduler
+from tether.engine.stops import StopMatcher
+from tether.engine.template import ChatTemplate
+from tether.errors import ContextOverflowError, FixedPromptTooLargeError, InvalidRequestError
+from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
+from tether.grammar.formats.base import ToolCallFormat, ToolSpec
+from tether.guardrails.interventions import GuardrailStats, Intervention
+from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
+from tether.guardrails.policy import unknown_tool_text
+from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, offered_tools
+
+__all__ = ["ChatCore", "ConstraintFactory", "Prepared", "prime"]
+
+log = structlog.get_logger(__name__)
+
+ConstraintFactory = Callable[["Prepared"], LogitsProcessor | None]
+RegeneratorFactory = Callable[[ChatJob], Regenerator | None]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A job with its prompt built and budget checked; errors surface before streaming starts."""
+
+    job: ChatJob
+    fmt: ToolCallFormat
+    tools: tuple[ToolSpec, ...]
+    prompt_ids: tuple[int, ...]
+    params: SamplingParams
+
+
+class ChatCore:
+    """Builds prompts, schedules generation and turns tokens into checked turn events."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        fmt: ToolCallFormat,
+        *,
+        default_max_tokens: int | None = None,
+        constraint_factory: ConstraintFactory | None = None,
+        regenerator: RegeneratorFactory | None = None,
+        stats: GuardrailStats | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.engine = scheduler.engines[0]
+        self.info = self.engine.info
+        self.template = ChatTemplate(
+            self.info.chat_template, bos_token=self.info.bos_token, eos_token=self.info.eos_token
+        )
+        self.fmt = fmt
+        self.default_max_tokens = default_max_tokens
+        self.constraint_factory = constraint_factory
+        self.regenerator = regenerator
+        self.stats = stats if stats is not None else GuardrailStats()
+
+    def _offered(self, job: ChatJob) -> tuple[ToolSpec, ...]:
+        tools = offered_tools(job)
+        if job.tool_choice not in ("auto", "none", "required") and job.tools and not tools:
+            names = ", ".join(t.name for t in job.tools)
+            raise InvalidRequestError(
+                f"tool_choice names function {job.tool_choice!r}, which is not in tools ({names})",
+                param="tool_choice",
+            )
+        return tools
+
+    def _messages(self, job: ChatJob) -> tuple[Message, ...]:
+        if not job.json_mode:
+            return job.messages
+        note = "Reply with one valid JSON object and nothing else."
+        messages = job.messages
+        if messages and messages[0].role == "system":
+            return (Message("system", f"{messages[0].content}\n\n{note}".strip()), *messages[1:])
+        return (Message("system", note), *messages)
+
+    def prompt_tokens(self, messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> list[int]:
+        """The prompt the model sees for ``messages`` with ``tools`` offered, tokenized."""
+        return self.engine.tokenize(build_prompt(self.template, self.fmt, messages, tools), special=True)
+
+    def count_tokens(self, job: ChatJob) -> int:
+        """Prompt tokens of ``job`` as the model would see them (tools included), even past the window."""
+        return len(self.prompt_tokens(self._messages(job), self._offered(job)))
+
+    def prepare(self, job: ChatJob) -> Prepared:
+        """Render and tokenize; raise ``ContextOverflowError`` only when the prompt itself does not fit."""
+        tools = self._offered(job)
+        messages = self._messages(job)
+        ids = tuple(self.prompt_tokens(messages, tools))
+        if len(ids) >= self.info.n_ctx:
+            fixed = tuple(m for m in messages if m.role == "system")
+            fixed_len = len(self.prompt_tokens(fixed, tools))
+            if fixed_len >= self.info.n_ctx:
+                raise FixedPromptTooLargeError(fixed_len, self.info.n_ctx)
+        return self._budget(job, tools, ids)
+
+    def prepare_raw(self, job: ChatJob, prompt: str) -> Prepared:
+        """A plain-text completion: no template, no tools."""
+        return self._budget(job, (), tuple(self.engine.tokenize(prompt, special=True)))
+
+    def _budget(self, job: ChatJob, tools: tuple[ToolSpec, ...], ids: tuple[int, ...]) -> Prepared:
+        n_ctx = self.info.n_ctx
+        if len(ids) >= n_ctx:
+            raise ContextOverflowError(len(ids), n_ctx)
+        room = n_ctx - len(ids)
+        # No max_tokens means "up to the window", as OpenAI and llama-server do (aider raises on "length").
+        wanted = job.max_tokens_requested or self.default_max_tokens or room
+        params = replace(job.params, max_tokens=max(1, min(wanted, room)))
+        return Prepared(job=job, fmt=self.fmt, tools=tools, prompt_ids=ids, params=params)
+
+    async def run(self, prepared: Prepared) -> AsyncIterator[TurnEvent]:
+        """Stream turn events; closing the iterator cancels the generation."""
+        job = prepared.job
+        constraint = self.constraint_factory(prepared) if self.constraint_factory else None
+        own = sampling_processors(prepared.params, len(prepared.prompt_ids))
+        processor = chain([*own, constraint])  # the constraint last: no bias re-opens a masked token
+        stops = StopMatcher(job.stop)
+        detector = StreamDetector(prepared.fmt, prepared.tools) if prepared.tools else None
+        calls: list[ToolCall] = []
+        started = time.monotonic()
+        done: Done | None = None
+        sent_text = False
+
+        def route(text: str) -> list[TextOut]:
+            nonlocal sent_text
+            if not text:
+                return []
+            if detector is None:
+                out = [TextOut(text)]
+            else:
+                out = []
+                for ev in detector.feed(text):
+                    if isinstance(ev, TextDelta) and ev.text:
+                        out.append(TextOut(ev.text))
+                    elif isinstance(ev, ToolCallDone):
+                        calls.append(ev.call)
+            sent_text = sent_text or bool(out)
+            return out
+
+        gen = self.scheduler.generate(
+            prepared.prompt_ids, prepared.params, logits_processor=processor, priority=job.priority
+        )
+        try:
+            async for event in gen:
+                if isinstance(event, Token):
+                    for out in route(stops.feed(event.text)):
+                        yield out
+                    if stops.matched is not None:
+                        break
+                else:
+                    done = event
+        finally:
+            await aclose_quietly(gen)
+        for out in route(stops.flush()):
+            yield out
+        if detector is not None:
+            for ev in detector.close():
+                if isinstance(ev, TextDelta) and ev.text:
+                    sent_text = True
+                    yield TextOut(ev.text)
+                elif isinstance(ev, ToolCallDone):
+                    calls.append(ev.call)
+        usage = Usage(
+            len(prepared.prompt_ids),
+            done.completion_tokens if done else 0,
+            done.prompt_tokens_evaluated if done else len(prepared.prompt_ids),
+        )
+        # Calls leave after the generation has released its slot: the guard may need the engine again.
+        checked, extra, notes, guard_usage = await self._guard(prepared, calls)
+        if extra:
+            yield TextOut(("\n" if sent_text else "") + extra)
+        for call in checked:
+            yield call
+        usage = usage + guard_usage
+        reason: FinishReason
+        if checked:
+            reason = "tool_calls"
+        elif stops.matched is not None or done is None:
+            reason = "stop"
+        else:
+            reason = done.finish_reason
+        log.info(
+            "generation_finished",
+            prompt_tokens=usage.prompt_tokens,
+            evaluated=usage.prompt_tokens_evaluated,
+            completion_tokens=usage.completion_tokens,
+            finish_reason=reason,
+            tool_calls=len(checked),
+            interventions=len(notes),
+            seconds=round(time.monotonic() - started, 3),
+        )
+        yield FinishOut(reason, usage, notes, matched_stop=stops.matched)
+
+    async def _guard(
+        self, prepared: Prepared, calls: list[ToolCall]
+    ) -> tuple[list[ToolCall], str, tuple[Intervention, ...], Usage]:
+        """The guard pipeline with the server's policy: unresolved names become text, never calls."""
+        if not calls:
+            return [], "", (), Usage()
+        job = prepared.job
+        regenerator = self.regenerator(job) if self.regenerator is not None else None
+        steps = guard_steps(
+            calls,
+            prepared.tools,
+            job.guard,
+            job.messages,
+            placeholders=prepared.fmt.placeholders,
+            required=job.tool_choice != "auto",
+            can_regenerate=regenerator is not None,
+        )
+        result = await run_guard(steps, regenerator, self.stats)
+        names = [t.name for t in prepared.tools]
+        kept = [c for c, v in result.checked if v.resolved]
+        text = [*result.refused_text]
+        text += [
+            unknown_tool_text(v.written_name, names, candidates=v.candidates)
+            for _, v in result.checked
+            if not v.resolved
+        ]
+        if not job.parallel_tool_calls:
+            kept = kept[:1]
+        return kept, "\n".join(text), result.interventions, result.usage
+
+
+async def prime(events: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:
+    """Pull the first event now, so errors that happen before it (a full queue: 429) keep their status.
+
+    Returns a stream that yields that event and then the rest.
+    """
+    first = await anext(events)
+
+    async def replay() -> AsyncIterator[TurnEvent]:
+        try:
+            yield first
+            async for ev in events:
+                yield ev
+        finally:
+            await aclose_quietly(events)
+
+    return replay()

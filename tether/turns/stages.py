@@ -1,0 +1,245 @@
+"""The stages of the turn pipeline, each an async generator around the next one.
+
+A stage is called with the turn and the rest of the pipeline (``next``), and yields
+turn events. The app factory composes them once (:class:`TurnPipeline`); both protocols
+enter the same pipeline:
+
+* :class:`SessionStage` — workflow sessions: observe the history once, steer, check the
+  reply's calls, regenerate once with the blocked turn in context, else fall back to text;
+* :class:`ServerToolsStage` — tools the server runs itself (sandboxed); it keeps generating
+  until the model answers or calls a client tool;
+* :class:`CompactionStage` — fits every generation's prompt into the window;
+* the core (:class:`tether.turns.core.ChatCore`) — one generation, guarded.
+
+Every stage sums the usage of every generation it ran into its ``FinishOut``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
+
+import structlog
+
+from tether.aio import closing_stream
+from tether.calls import ToolCall
+from tether.chat import Message, Usage
+from tether.errors import ContextOverflowError
+from tether.grammar.formats.base import ToolSpec
+from tether.guardrails.interventions import Intervention
+from tether.sandbox import ToolBox
+from tether.turns.compaction import compact_job
+from tether.turns.core import ChatCore
+from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent
+from tether.workflows.enforcement import Enforcement
+from tether.workflows.sessions import SessionStore
+
+__all__ = ["CompactionStage", "ServerToolsStage", "SessionStage", "Stage", "Turn", "TurnPipeline"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One request on its way through the pipeline: the job and, for workflow sessions, the session id."""
+
+    job: ChatJob
+    session: str | None = None
+
+
+Next = Callable[[Turn], AsyncIterator[TurnEvent]]
+Stage = Callable[[Turn, Next], AsyncIterator[TurnEvent]]
+
+
+class TurnPipeline:
+    """``stages`` (outermost first) around the core; ``start(turn)`` is where every protocol enters."""
+
+    def __init__(self, core: ChatCore, stages: Sequence[Stage] = ()) -> None:
+        self.core = core
+        self.stages = tuple(stages)
+
+    def _generate(self, turn: Turn) -> AsyncIterator[TurnEvent]:
+        return self.core.run(self.core.prepare(turn.job))
+
+    def start(self, turn: Turn) -> AsyncIterator[TurnEvent]:
+        run: Next = self._generate
+        for stage in reversed(self.stages):
+            run = _bind(stage, run)
+        return run(turn)
+
+
+def _bind(stage: Stage, rest: Next) -> Next:
+    return lambda turn: stage(turn, rest)
+
+
+class CompactionStage:
+    """Compacts each generation's conversation to the window (``tether serve --compaction``)."""
+
+    def __init__(self, core: ChatCore) -> None:
+        self.core = core
+
+    def __call__(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
+        job, _ = compact_job(self.core, turn.job)
+        return rest(replace(turn, job=job))
+
+
+@dataclass(frozen=True)
+class _Held:
+    """The end of one inner run: its calls, held back until the stage decides, and its finish."""
+
+    calls: tuple[ToolCall, ...]
+    finish: FinishOut
+
+
+async def _reply(events: AsyncIterator[TurnEvent]) -> AsyncIterator[TextOut | _Held]:
+    """One inner run's text as it comes, then its calls and finish as one ``_Held``."""
+    calls: list[ToolCall] = []
+    finish: FinishOut | None = None
+    async with closing_stream(events) as stream:
+        async for ev in stream:
+            if isinstance(ev, TextOut):
+                yield ev
+            elif isinstance(ev, ToolCall):
+                calls.append(ev)
+            else:
+                finish = ev
+    assert finish is not None
+    yield _Held(tuple(calls), finish)
+
+
+class SessionStage:
+    """Step enforcement for workflow sessions (``X-Tether-Session``); other turns pass through."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
+    async def __call__(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
+        if turn.session is None:
+            async with closing_stream(rest(turn)) as events:
+                async for ev in events:
+                    yield ev
+            return
+        session = self.store.observe(turn.session, turn.job.messages)  # once per request
+        job, steered = self.store.steer(session, turn.job)
+        notes: list[Intervention] = [steered] if steered else []
+        usage = Usage()
+        sent_text = False
+        current = job
+        last: tuple[Enforcement, FinishOut] | None = None
+        for attempt in (0, 1):
+            text: list[str] = []
+            held: _Held | None = None
+            try:
+                async for out in _reply(rest(replace(turn, job=current))):
+                    if isinstance(out, TextOut):
+                        text.append(out.text)
+                        if attempt == 0 or not sent_text:
+                            yield out
+                    else:
+                        held = out
+            except ContextOverflowError:
+                if attempt == 0:
+                    raise
+                break  # the retry context does not fit: keep the first reply's verdict
+            assert held is not None
+            calls, finish = held.calls, held.finish
+            sent_text = sent_text or bool(text)
+            usage = usage + finish.usage
+            notes.extend(finish.interventions)
+            verdict = self.store.check(session, calls)
+            notes.extend(verdict.interventions())
+            last = (verdict, finish)
+            if verdict.ok or attempt == 1 or not self.store.may_regenerate(session):
+                break
+            choice = (
+                verdict.next_tool if any(t.name == verdict.next_tool for t in job.tools) else job.tool_choice
+            )
+            current = replace(
+                job,
+                messages=(*job.messages, *verdict.retry_messages("".join(text))),
+                tool_choice=choice or "auto",
+            )
+            notes.append(Intervention("workflow_regenerated", f"regenerating with tool_choice {choice!r}"))
+        assert last is not None
+        verdict, finish = last
+        for call in verdict.allowed_calls:
+            yield call
+        reason: FinishReason = "tool_calls" if verdict.allowed_calls else finish.finish_reason
+        if not verdict.ok and not verdict.allowed_calls:
+            yield TextOut(("\n" if sent_text else "") + verdict.fallback_text())
+            notes.append(Intervention("workflow_fallback_text", "every call was blocked"))
+            reason = "stop"
+        yield FinishOut(reason, usage, tuple(notes), matched_stop=finish.matched_stop)
+
+
+class ServerToolsStage:
+    """Tools the proxy runs itself, through the sandbox, offered beside the client's own.
+
+    When the model calls one, the proxy runs it, appends the call and its result and
+    generates again, so a plain chat client still gets a final answer. Calls to the
+    client's tools end the loop and go to the client (a client tool of the same name wins).
+    """
+
+    def __init__(self, toolbox: ToolBox, *, max_rounds: int = 8) -> None:
+        self.toolbox = toolbox
+        self.specs = tuple(ToolSpec.from_openai(s) for s in toolbox.specs())
+        self.names = frozenset(s.name for s in self.specs)
+        self.max_rounds = max_rounds
+
+    async def __call__(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
+        job = turn.job
+        if job.tool_choice == "none":
+            async with closing_stream(rest(turn)) as events:
+                async for ev in events:
+                    yield ev
+            return
+        client = {t.name for t in job.tools}
+        mine_names = self.names - client
+        job = replace(job, tools=(*job.tools, *(s for s in self.specs if s.name in mine_names)))
+        usage = Usage()
+        notes: list[Intervention] = []
+        for round_no in range(self.max_rounds):
+            held: _Held | None = None
+            async for out in _reply(rest(replace(turn, job=job))):
+                if isinstance(out, TextOut):
+                    yield out
+                else:
+                    held = out
+            assert held is not None
+            calls, finish = held.calls, held.finish
+            usage = usage + finish.usage
+            notes.extend(finish.interventions)
+            mine = [c for c in calls if c.name in mine_names]
+            theirs = [c for c in calls if c.name not in mine_names]
+            if not mine or theirs:
+                if mine:
+                    await self._execute(mine, notes)  # run them; the client's calls end the turn
+                for call in theirs:
+                    yield call
+                reason: FinishReason = "tool_calls" if theirs else finish.finish_reason
+                yield FinishOut(reason, usage, tuple(notes), finish.matched_stop)
+                return
+            results = await self._execute(mine, notes)
+            history = (
+                *job.messages,
+                Message("assistant", "", tool_calls=tuple(mine)),
+                *(
+                    Message("tool", text, tool_call_id=c.id, name=c.name)
+                    for c, text in zip(mine, results, strict=True)
+                ),
+            )
+            log.info("server_tools_round", round=round_no, calls=[c.name for c in mine])
+            job = replace(job, messages=history)
+        notes.append(Intervention("server_tools_limit", f"stopped after {self.max_rounds} rounds"))
+        yield FinishOut("length", usage, tuple(notes))
+
+    async def _execute(self, calls: Sequence[ToolCall], notes: list[Intervention]) -> list[str]:
+        out: list[str] = []
+        for call in calls:
+            result = await self.toolbox.call(call.name, call.arguments)
+            out.append(result.content)
+            detail = "error" if result.is_error else "ok"
+            notes.append(
+                Intervention("server_tool", detail, call.name, dict(call.arguments), result.content[:200])
+            )
+        return out
