@@ -40,10 +40,14 @@ class TetherError(Exception):
     retryable: ClassVar[bool] = False
     retry_after: int | None = None
 
-    def __init__(self, message: str, *, param: str | None = None, **extra: Any) -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, retry_after: int | None = None, **extra: Any
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
+        if retry_after is not None:
+            self.retry_after = retry_after
         self.extra = extra
 
     def headers(self) -> dict[str, str]:
@@ -136,10 +140,7 @@ class QueueFullError(TetherError):
     error_type = "rate_limit_error"
     code = "queue_full"
     retryable = True
-
-    def __init__(self, message: str, *, retry_after: int = 1) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+    retry_after = 1
 
 
 class QueueTimeoutError(TetherError):
@@ -149,10 +150,7 @@ class QueueTimeoutError(TetherError):
     error_type = "server_error"
     code = "queue_timeout"
     retryable = True
-
-    def __init__(self, message: str, *, retry_after: int = 1) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+    retry_after = 1
 
 
 class ShuttingDownError(TetherError):

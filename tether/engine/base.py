@@ -16,10 +16,12 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "ContextEngine",
     "Done",
     "Engine",
     "EngineInfo",
     "FinishReason",
+    "Generation",
     "GenerationEvent",
     "LogitsProcessor",
     "SamplingParams",
@@ -120,3 +122,43 @@ class Engine(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation's inputs, as ``ContextEngine._generate`` receives them."""
+
+    prompt: list[int]
+    params: SamplingParams
+    logits_processor: LogitsProcessor | None = None
+    cancel: threading.Event | None = None
+
+
+class ContextEngine:
+    """Base for engines that own one inference context: ``generate`` refuses overlapping use (a
+    scheduler bug) and runs the subclass's ``_generate``, which ends in ``token_loop``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams,
+        *,
+        logits_processor: LogitsProcessor | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Iterator[GenerationEvent]:
+        from tether.errors import EngineError
+
+        if not self._lock.acquire(blocking=False):
+            raise EngineError(
+                "engine context is busy: the scheduler must not run two generations on one slot"
+            )
+        try:
+            yield from self._generate(Generation(list(prompt), params, logits_processor, cancel))
+        finally:
+            self._lock.release()
+
+    def _generate(self, run: Generation) -> Iterator[GenerationEvent]:
+        raise NotImplementedError

@@ -7,11 +7,9 @@ new tail (``Llama.generate`` trims the KV cache to the common prefix).
 
 from __future__ import annotations
 
-import codecs
 import os
 import re
 import secrets
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,14 +19,13 @@ import numpy.typing as npt
 import structlog
 
 from tether.engine.base import (
-    Done,
+    ContextEngine,
     EngineInfo,
-    FinishReason,
+    Generation,
     GenerationEvent,
     LogitsProcessor,
-    SamplingParams,
-    Token,
 )
+from tether.engine.loop import token_loop
 from tether.errors import ConfigError, EngineError
 
 __all__ = ["LlamaCppEngine", "model_id_for"]
@@ -42,12 +39,13 @@ def model_id_for(path: Path, metadata: dict[str, str]) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") or path.stem
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(ContextEngine):
     """A GGUF model with one llama.cpp context."""
 
     def __init__(
         self, path: str | Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512
     ) -> None:
+        super().__init__()
         try:
             import llama_cpp
         except ImportError as exc:  # pragma: no cover - exercised only on broken installs
@@ -67,7 +65,6 @@ class LlamaCppEngine:
             )
         except ValueError as exc:
             raise ConfigError(f"llama.cpp could not load {path}: {exc}") from exc
-        self._lock = threading.Lock()
         self._pieces: list[bytes] | None = None
         meta = {str(k): str(v) for k, v in self._llm.metadata.items()}
         model = self._llm._model
@@ -139,39 +136,14 @@ class LlamaCppEngine:
         reuse = common - 1 if consumed else common
         return len(prompt) - reuse if reuse > 0 else len(prompt)
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams,
-        *,
-        logits_processor: LogitsProcessor | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Iterator[GenerationEvent]:
-        if not self._lock.acquire(blocking=False):
-            raise EngineError(
-                "engine context is busy: the scheduler must not run two generations on one slot"
-            )
-        try:
-            yield from self._generate(prompt, params, logits_processor, cancel)
-        finally:
-            self._lock.release()
-
-    def _generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams,
-        logits_processor: LogitsProcessor | None,
-        cancel: threading.Event | None,
-    ) -> Iterator[GenerationEvent]:
+    def _generate(self, run: Generation) -> Iterator[GenerationEvent]:
+        prompt, params, logits_processor, cancel = run.prompt, run.params, run.logits_processor, run.cancel
         llm = self._llm
         evaluated = self._evaluated(prompt)
         llm.set_seed(params.seed if params.seed is not None else secrets.randbits(31))
         eos = self._info.eos_token_ids
         guarded = _GuardedProcessor(logits_processor, eos) if logits_processor else None
         processors: Any = [guarded] if guarded else None
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        produced = 0
-        finish: FinishReason = "length"
         tokens = llm.generate(
             list(prompt),
             top_k=params.top_k,
@@ -182,30 +154,28 @@ class LlamaCppEngine:
             logits_processor=processors,
         )
         try:
-            for token in tokens:
-                if guarded is not None and guarded.failure is not None:
-                    raise EngineError(
-                        f"the logits processor failed: {guarded.failure!r}"
-                    ) from guarded.failure
-                if token in eos:
-                    finish = "stop"
-                    break
-                produced += 1
-                yield Token(int(token), decoder.decode(llm.detokenize([token], special=True)))
-                if produced >= params.max_tokens:
-                    break
-                if cancel is not None and cancel.is_set():
-                    finish = "cancelled"
-                    break
+            yield from token_loop(
+                _checked(tokens, guarded),
+                piece=lambda t: llm.detokenize([t], special=True),
+                eos=eos,
+                max_tokens=params.max_tokens,
+                cancel=cancel,
+                prompt_tokens=len(prompt),
+                evaluated=evaluated,
+            )
         finally:
             tokens.close()
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield Token(-1, tail)
-        yield Done(finish, len(prompt), evaluated, produced)
 
     def close(self) -> None:
         self._llm.close()
+
+
+def _checked(tokens: Iterator[int], guarded: _GuardedProcessor | None) -> Iterator[int]:
+    """The sampled ids, stopping with the processor's failure as soon as it is known."""
+    for token in tokens:
+        if guarded is not None and guarded.failure is not None:
+            raise EngineError(f"the logits processor failed: {guarded.failure!r}") from guarded.failure
+        yield int(token)
 
 
 class _GuardedProcessor:

@@ -8,13 +8,19 @@ constraints can be exercised deterministically.
 
 from __future__ import annotations
 
-import codecs
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from tether.engine.base import Done, EngineInfo, GenerationEvent, LogitsProcessor, SamplingParams, Token
+from tether.engine.base import (
+    ContextEngine,
+    Done,
+    EngineInfo,
+    Generation,
+    GenerationEvent,
+)
+from tether.engine.loop import token_loop
 
 __all__ = ["ScriptedEngine"]
 
@@ -27,7 +33,7 @@ CHATML = (
 Reply = str | Callable[[str], str]
 
 
-class ScriptedEngine:
+class ScriptedEngine(ContextEngine):
     """Replays ``replies`` in order (the last one repeats). ``n_ctx`` bounds prompt + output."""
 
     def __init__(
@@ -39,6 +45,7 @@ class ScriptedEngine:
         model_id: str = "scripted",
         pause_after: int | None = None,
     ) -> None:
+        super().__init__()
         self._replies = list(replies)
         self._next = 0
         self._context: list[int] = []
@@ -82,45 +89,44 @@ class ScriptedEngine:
         self._next += 1
         return reply(prompt_text) if callable(reply) else reply
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams,
-        *,
-        logits_processor: LogitsProcessor | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Iterator[GenerationEvent]:
+    def _generate(self, run: Generation) -> Iterator[GenerationEvent]:
+        prompt, params, logits_processor, cancel = run.prompt, run.params, run.logits_processor, run.cancel
         prompt_text = self.detokenize(prompt)
         self.prompts.append(prompt_text)
         reused = self.cached_prefix_len(prompt)
         script = [*self.tokenize(self._reply_for(prompt_text)), EOS_ID]
         ids = list(prompt)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        finish: str = "length"
-        produced = 0
-        for step, scripted in enumerate(script):
-            if cancel is not None and cancel.is_set():
-                finish = "cancelled"
-                break
-            if produced >= params.max_tokens:
-                break
-            if self.pause_after is not None and step == self.pause_after:
-                self.paused.set()
-                self.resume.wait(timeout=30)
-            token = scripted
-            if logits_processor is not None:
-                logits = np.zeros(EOS_ID + 1, dtype=np.single)
-                logits[scripted] = 10.0
-                logits = logits_processor(np.asarray(ids, dtype=np.intc), logits)
-                token = int(np.argmax(logits))
-            if token == EOS_ID:
-                finish = "stop"
-                break
-            ids.append(token)
-            produced += 1
-            yield Token(token, decoder.decode(bytes([token])))
-        self._context = ids
-        yield Done(finish, len(prompt), len(prompt) - reused, produced)  # type: ignore[arg-type]
+
+        def sampled() -> Iterator[int]:
+            for step, scripted in enumerate(script):
+                if self.pause_after is not None and step == self.pause_after:
+                    self.paused.set()
+                    self.resume.wait(timeout=30)
+                token = scripted
+                if logits_processor is not None:
+                    logits = np.zeros(EOS_ID + 1, dtype=np.single)
+                    logits[scripted] = 10.0
+                    logits = logits_processor(np.asarray(ids, dtype=np.intc), logits)
+                    token = int(np.argmax(logits))
+                if token != EOS_ID:
+                    ids.append(token)
+                yield token
+
+        if cancel is not None and cancel.is_set():
+            yield Done("cancelled", len(prompt), len(prompt) - reused, 0)
+            return
+        try:
+            yield from token_loop(
+                sampled(),
+                piece=lambda t: bytes([t]) if t < EOS_ID else b"",
+                eos=frozenset({EOS_ID}),
+                max_tokens=params.max_tokens,
+                cancel=cancel,
+                prompt_tokens=len(prompt),
+                evaluated=len(prompt) - reused,
+            )
+        finally:
+            self._context = ids
 
     def close(self) -> None:
         return None

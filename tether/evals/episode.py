@@ -8,12 +8,12 @@ so the model can always finish with an answer.
 
 Compaction is what agent harnesses do when a conversation outgrows its window:
 when the serialized history exceeds the scenario's ``context_budget`` (characters),
-or the server answers ``context_length_exceeded``, the oldest tool results (never
-the newest one) are replaced by a short placeholder, and if that is not enough the
-oldest assistant/tool exchanges are dropped. The system prompt and the user's
-request are always kept.
+or the server answers ``context_length_exceeded``, the history goes through tether's
+one compaction (:mod:`tether.turns.compaction`, counting characters here): old tool
+results are truncated, then the oldest exchanges are elided whole. The system prompt,
+the user's request and the newest exchange are always kept.
 
-This loop is deliberately local to the evals (the workflow runner adds its own
+The loop itself is deliberately local to the evals (the workflow runner adds its own
 guardrails — prerequisite enforcement, step nudges — which would make ``bare``
 no longer bare).
 """
@@ -28,16 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether.chat import Message
 from tether.evals.backend import Backend, CallOutcome
 from tether.evals.checks import check_expect
 from tether.evals.client import ChatClient, Reply
 from tether.evals.scenario_spec import Scenario, ToolSpecModel
+from tether.turns.compaction import CompactionPolicy
+from tether.turns.compaction import compact as compact_messages
 
-__all__ = ["ELIDED", "EpisodeResult", "compact", "replay_reference", "run_episode", "tools_of"]
-
-ELIDED = (
-    "[earlier tool output removed to fit the context window: {n} characters; call the tool again if needed]"
-)
+__all__ = ["EpisodeResult", "compact", "replay_reference", "run_episode", "tools_of"]
 
 
 @dataclass
@@ -96,45 +95,37 @@ def tools_of(scenario: Scenario, library: Mapping[str, ToolSpecModel]) -> list[d
     ]
 
 
-def _size(messages: list[dict[str, Any]]) -> int:
-    return len(json.dumps(messages, ensure_ascii=False))
+def _size(messages: Sequence[Mapping[str, Any]]) -> int:
+    return len(json.dumps(list(messages), ensure_ascii=False))
+
+
+# Recent exchanges are what an agent acts on; older ones may be truncated, then elided.
+_POLICY = CompactionPolicy(keep_last=1)
 
 
 def compact(messages: list[dict[str, Any]], budget: int | None, *, force: bool = False) -> bool:
-    """Shrink ``messages`` in place to fit ``budget`` characters (``force``: shrink at least one step).
+    """Shrink ``messages`` (OpenAI dicts, in place) to ``budget`` characters with tether's one
+    compaction (``force``: at least one step smaller). Returns whether anything changed.
 
-    Returns whether anything changed. The leading system/user messages and the newest
-    tool result are never touched; exchanges are dropped whole (an assistant turn
-    with its tool results), so every tool result still follows its call.
+    The system prompt, the user's request and the newest exchange are never touched; an
+    assistant turn is only ever removed together with its tool results.
     """
-
-    def over() -> bool:
-        return budget is not None and _size(messages) > budget
-
-    if not force and not over():
+    size = _size(messages)
+    target = size if budget is None else budget
+    if force:
+        target = min(target, size - 1)
+    if size <= target:
         return False
-    head = next((i + 1 for i, m in enumerate(messages) if m.get("role") == "user"), 0)
-    last_tool = max((i for i, m in enumerate(messages) if m.get("role") == "tool"), default=-1)
-    changed = False
-    for i in range(head, len(messages)):  # 1. elide old tool outputs, oldest first
-        msg = messages[i]
-        content = str(msg.get("content") or "")
-        if msg.get("role") != "tool" or i == last_tool or content.startswith("[earlier tool output"):
-            continue
-        msg["content"] = ELIDED.format(n=len(content))
-        changed = True
-        if not over():
-            return True
-    while over() or not changed:  # 2. drop the oldest exchanges, never the newest one
-        end = head + 1
-        while end < len(messages) and messages[end].get("role") == "tool":
-            end += 1
-        if end > last_tool:
-            break
-        del messages[head:end]
-        last_tool -= end - head
-        changed = True
-    return changed
+    result = compact_messages(
+        [Message.from_openai(m) for m in messages],
+        target,
+        lambda msgs: _size([m.to_openai() for m in msgs]),
+        policy=_POLICY,
+    )
+    if not result.changed or result.tokens >= size:
+        return False
+    messages[:] = [m.to_openai() for m in result.messages]
+    return True
 
 
 async def run_episode(

@@ -146,36 +146,14 @@ def _accuracy_table(cats: Sequence[str], summaries: Mapping[str, Mapping[str, Ca
 
 
 def _cost_table(summaries: Mapping[str, Mapping[str, CategoryStats]]) -> str:
-    cols = (
-        "items",
-        "model calls",
-        "retries",
-        "prompt tok",
-        "cached tok",
-        "completion tok",
-        "latency s (mean)",
-        "latency s (p50)",
-        "tool errors",
-        "compactions",
-    )
+    rows = [(label, stats[ALL].cost_cells()) for label, stats in summaries.items()]
+    cols = list(rows[0][1]) if rows else []
     head = "<tr><th>group</th>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"
-    rows = []
-    for label, stats in summaries.items():
-        s = stats[ALL]
-        vals = (
-            str(s.n),
-            f"{s.model_calls:.2f}",
-            f"{s.retries:.2f}",
-            f"{s.prompt_tokens:.0f}",
-            f"{s.cached_tokens:.0f}",
-            f"{s.completion_tokens:.0f}",
-            f"{s.latency_s:.2f}",
-            f"{s.latency_p50:.2f}",
-            f"{s.tool_errors:.2f}",
-            f"{s.compactions:.2f}",
-        )
-        rows.append(f"<tr><td>{_e(label)}</td>" + "".join(f"<td>{v}</td>" for v in vals) + "</tr>")
-    return f"<table>{head}{''.join(rows)}</table>"
+    body = [
+        f"<tr><td>{_e(label)}</td>" + "".join(f"<td>{v}</td>" for v in cells.values()) + "</tr>"
+        for label, cells in rows
+    ]
+    return f"<table>{head}{''.join(body)}</table>"
 
 
 def _errors(summaries: Mapping[str, Mapping[str, CategoryStats]]) -> str:

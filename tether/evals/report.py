@@ -55,6 +55,21 @@ class CategoryStats:
     def accuracy(self) -> float:
         return self.correct / self.n if self.n else 0.0
 
+    def cost_cells(self) -> dict[str, str]:
+        """The mean cost per item, formatted, by column name (terminal, Markdown and HTML tables)."""
+        return {
+            "items": str(self.n),
+            "model calls": f"{self.model_calls:.2f}",
+            "retries": f"{self.retries:.2f}",
+            "prompt tok": f"{self.prompt_tokens:.0f}",
+            "cached tok": f"{self.cached_tokens:.0f}",
+            "completion tok": f"{self.completion_tokens:.0f}",
+            "latency s (mean)": f"{self.latency_s:.2f}",
+            "latency s (p50)": f"{self.latency_p50:.2f}",
+            "tool errors": f"{self.tool_errors:.2f}",
+            "compactions": f"{self.compactions:.2f}",
+        }
+
 
 def _stats(category: str, records: Sequence[ItemRecord]) -> CategoryStats:
     n = len(records)
@@ -137,19 +152,13 @@ def print_summary(groups: Mapping[str, Sequence[ItemRecord]], console: Console |
         table.add_row(cat, *cells, style="bold" if cat == ALL else None)
     console.print(table)
     cost = Table(title="Cost per item (mean)")
-    for col in ("group", "model calls", "retries", "prompt tok", "cached tok", "completion tok", "latency s"):
-        cost.add_column(col, justify="right" if col != "group" else "left")
+    shown = ("model calls", "retries", "prompt tok", "cached tok", "completion tok", "latency s (mean)")
+    cost.add_column("group", justify="left")
+    for col in shown:
+        cost.add_column(col, justify="right")
     for label in groups:
-        s = summaries[label][ALL]
-        cost.add_row(
-            label,
-            f"{s.model_calls:.2f}",
-            f"{s.retries:.2f}",
-            f"{s.prompt_tokens:.0f}",
-            f"{s.cached_tokens:.0f}",
-            f"{s.completion_tokens:.0f}",
-            f"{s.latency_s:.2f}",
-        )
+        cost_of = summaries[label][ALL].cost_cells()
+        cost.add_row(label, *(cost_of[c] for c in shown))
     console.print(cost)
 
 
@@ -220,17 +229,13 @@ def markdown_summary(groups: Mapping[str, Sequence[ItemRecord]], baseline: str |
                     f"| {label} | {cat} | {d.n} | {100 * d.delta:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}] "
                     f"| {d.only_a} | {d.only_b} | {d.p_value:.3g} |"
                 )
-    lines += [
-        "",
-        "| preset | items | model calls | retries | prompt tok | cached tok | completion tok | latency s "
-        "| tool errors | compactions |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    cols = (
+        [c for c in summaries[next(iter(groups))][ALL].cost_cells() if c != "latency s (p50)"]
+        if groups
+        else []
+    )
+    lines += ["", "| preset | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for label in groups:
-        s = summaries[label][ALL]
-        lines.append(
-            f"| {label} | {s.n} | {s.model_calls:.2f} | {s.retries:.2f} | {s.prompt_tokens:.0f} | "
-            f"{s.cached_tokens:.0f} | {s.completion_tokens:.0f} | {s.latency_s:.2f} | {s.tool_errors:.2f} | "
-            f"{s.compactions:.2f} |"
-        )
+        cost_of = summaries[label][ALL].cost_cells()
+        lines.append(f"| {label} | " + " | ".join(cost_of[c] for c in cols) + " |")
     return "\n".join(lines) + "\n"

@@ -2,8 +2,9 @@
 
 The format's declaration is the only source of markers and name positions: a
 ``JsonNameSlot`` format gets ``{"name": "<offered name>"…``, an
-``InlineNameSlot`` format gets ``<prefix><offered name><terminator>``, and the
-generic format gets a whole-reply grammar (a call list or a text answer).
+``InlineNameSlot`` format gets ``<prefix><offered name><terminator>``, and a format
+that declares a ``WholeReply`` (generic) gets a whole-reply grammar built from its
+pieces (a call list or a text answer).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal as Lit
 
 from tether.grammar.automata import AnyTail, Automaton, Choice, JsonString, Literal, NameSwitch, Seq, Star, Ws
-from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ToolCallFormat, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ToolCallFormat, ToolSpec, WholeReply
 from tether.grammar.jsonvalue import JsonValue
 from tether.grammar.regex import RegexCompiler
 
@@ -40,18 +41,25 @@ def _args(tool: ToolSpec, mode: Mode, regexes: RegexCompiler) -> Automaton:
     return JsonValue(object_only=True)
 
 
-def _generic(
-    tools: Sequence[ToolSpec], mode: Mode, regexes: RegexCompiler, *, required: bool, parallel: bool
+def _whole_reply(
+    reply: WholeReply,
+    tools: Sequence[ToolSpec],
+    mode: Mode,
+    regexes: RegexCompiler,
+    *,
+    required: bool,
+    parallel: bool,
 ) -> Automaton:
     conts: dict[str, Automaton] = {
-        t.name: Seq(Literal('", "arguments": '), _args(t, mode, regexes), Literal("}")) for t in tools
+        t.name: Seq(Literal(reply.args_open), _args(t, mode, regexes), Literal(reply.call_close))
+        for t in tools
     }
-    call = Seq(Literal('{"name": "'), NameSwitch(conts))
-    more: list[Automaton] = [Star(Seq(Literal(", "), call), max_items=15)] if parallel else []
-    calls = Seq(Literal('{"tool_calls": ['), call, *more, Literal("]}"))
+    call = Seq(Literal(reply.call_open), NameSwitch(conts))
+    more: list[Automaton] = [Star(Seq(Literal(reply.call_sep), call), max_items=15)] if parallel else []
+    calls = Seq(Literal(reply.calls_open), call, *more, Literal(reply.calls_close))
     if required:
         return calls
-    answer = Seq(Literal('{"response": '), JsonString(), Literal("}"))
+    answer = Seq(Literal(reply.answer_open), JsonString(), Literal(reply.answer_close))
     return Choice(calls, answer)
 
 
@@ -97,8 +105,8 @@ def build_plan(
     """The guard for one request. ``required`` (tool_choice required or named) arms from the first token."""
     if not tools:
         raise ValueError("a constraint needs at least one offered tool")
-    if fmt.constrain_from_start:
-        auto = _generic(tools, mode, regexes, required=required, parallel=parallel)
+    if fmt.whole_reply is not None:
+        auto = _whole_reply(fmt.whole_reply, tools, mode, regexes, required=required, parallel=parallel)
         return ConstraintPlan(auto, (), True, False, mode == "strict")
     slot = fmt.name_slot
     if isinstance(slot, JsonNameSlot):

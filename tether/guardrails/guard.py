@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, get_args
+from typing import Any, TypedDict, get_args
 
 from tether.calls import ToolCall
 from tether.chat import Message
@@ -46,10 +46,21 @@ from tether.guardrails.policy import (
 from tether.guardrails.presets import GuardConfig
 from tether.guardrails.response import view_response
 
-__all__ = ["Guardrails", "ToolChoiceLike", "ToolLike", "is_function_tool"]
+__all__ = ["Guardrails", "GuardrailsOptions", "ToolChoiceLike", "ToolLike", "is_function_tool"]
 
 ToolLike = ToolSpec | Mapping[str, Any]
 ToolChoiceLike = str | Mapping[str, Any] | None
+
+
+class GuardrailsOptions(TypedDict, total=False):
+    """``Guardrails``' keyword options, as ``wrap`` and the eval client pass them on."""
+
+    max_retries: int
+    coerce: bool
+    unknown_tool: UnknownToolMode
+    fill_defaults: bool
+    rescue_formats: Sequence[str]
+    stats: GuardrailStats | None
 
 
 def is_function_tool(tool: ToolLike) -> bool:

@@ -21,14 +21,14 @@ import inspect
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from tether.chat import Usage
 from tether.guardrails.decision import Decision
-from tether.guardrails.guard import Guardrails, is_function_tool
+from tether.guardrails.guard import Guardrails, GuardrailsOptions, is_function_tool
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.pipeline import PickName, Regenerated, Request
-from tether.guardrails.policy import UnknownToolMode, invalid_arguments_text
+from tether.guardrails.policy import invalid_arguments_text
 from tether.guardrails.response import as_dict, rebuild, view_response
 
 if TYPE_CHECKING:
@@ -148,26 +148,48 @@ class ClientRegenerator:
         return self.answer(request, await self.create(**self.request(request)))
 
 
+class _Turn:
+    """One guarded ``create`` call: the messages so far, the interventions seen, the retries spent."""
+
+    def __init__(
+        self, original: Callable[..., Any], guards: _Guards, regenerate: bool, kwargs: dict[str, Any]
+    ):
+        self.kwargs = kwargs
+        self.guard = guards.get(kwargs["tools"])
+        self.choice = kwargs.get("tool_choice") if _given(kwargs.get("tool_choice")) else "auto"
+        self.messages = list(kwargs["messages"])
+        self.regen = ClientRegenerator(original, kwargs) if regenerate else None
+        self.seen: list[Intervention] = []
+        self.attempt = 0
+
+    def request(self) -> dict[str, Any]:
+        return {**self.kwargs, "messages": self.messages}
+
+    def check_options(self) -> dict[str, Any]:
+        return {"tool_choice": self.choice, "attempt": self.attempt, "messages": self.messages}
+
+    def settle(self, response: Any, decision: Decision) -> Any | None:
+        """The final response, or None after queueing the retry messages."""
+        self.seen.extend(decision.interventions)
+        if decision.action != "retry":
+            return finalize(response, decision, self.seen)
+        self.messages.extend(decision.retry_messages)
+        self.attempt += 1
+        return None
+
+
 def _sync_create(original: Callable[..., Any], guards: _Guards, regenerate: bool) -> Callable[..., Any]:
     def create(**kwargs: Any) -> Any:
         if not _guarded(kwargs):
             return original(**kwargs)
-        guard = guards.get(kwargs["tools"])
-        choice = kwargs.get("tool_choice") if _given(kwargs.get("tool_choice")) else "auto"
-        messages = list(kwargs["messages"])
-        regen = ClientRegenerator(original, kwargs) if regenerate else None
-        seen: list[Intervention] = []
-        attempt = 0
+        turn = _Turn(original, guards, regenerate, kwargs)
         while True:
-            response = original(**{**kwargs, "messages": messages})
-            decision = guard.check(
-                response, tool_choice=choice, attempt=attempt, messages=messages, regenerate=regen
+            response = original(**turn.request())
+            final = turn.settle(
+                response, turn.guard.check(response, regenerate=turn.regen, **turn.check_options())
             )
-            seen.extend(decision.interventions)
-            if decision.action != "retry":
-                return finalize(response, decision, seen)
-            messages.extend(decision.retry_messages)
-            attempt += 1
+            if final is not None:
+                return final
 
     return create
 
@@ -176,22 +198,13 @@ def _async_create(original: Callable[..., Any], guards: _Guards, regenerate: boo
     async def create(**kwargs: Any) -> Any:
         if not _guarded(kwargs):
             return await original(**kwargs)
-        guard = guards.get(kwargs["tools"])
-        choice = kwargs.get("tool_choice") if _given(kwargs.get("tool_choice")) else "auto"
-        messages = list(kwargs["messages"])
-        regen = ClientRegenerator(original, kwargs) if regenerate else None
-        seen: list[Intervention] = []
-        attempt = 0
+        turn = _Turn(original, guards, regenerate, kwargs)
         while True:
-            response = await original(**{**kwargs, "messages": messages})
-            decision = await guard.acheck(
-                response, tool_choice=choice, attempt=attempt, messages=messages, regenerator=regen
-            )
-            seen.extend(decision.interventions)
-            if decision.action != "retry":
-                return finalize(response, decision, seen)
-            messages.extend(decision.retry_messages)
-            attempt += 1
+            response = await original(**turn.request())
+            decision = await turn.guard.acheck(response, regenerator=turn.regen, **turn.check_options())
+            final = turn.settle(response, decision)
+            if final is not None:
+                return final
 
     return create
 
@@ -204,32 +217,16 @@ def _is_async(client: Any) -> bool:
     return isinstance(client, AsyncOpenAI)
 
 
-def wrap(
-    client: ClientT,
-    *,
-    max_retries: int = 2,
-    coerce: bool = True,
-    unknown_tool: UnknownToolMode = "tool_error",
-    fill_defaults: bool = False,
-    rescue_formats: Sequence[str] = ("hermes", "generic"),
-    stats: GuardrailStats | None = None,
-    regenerate: bool = False,
-) -> ClientT:
+def wrap(client: ClientT, *, regenerate: bool = False, **options: Unpack[GuardrailsOptions]) -> ClientT:
     """A copy of ``client`` whose ``chat.completions.create`` applies the guardrails.
 
-    ``max_retries`` counts guardrail retries per call (the SDK's own HTTP
-    ``max_retries`` is separate); ``stats`` collects counters across calls;
+    ``options`` are ``Guardrails``' own (``max_retries`` counts guardrail retries per call; the
+    SDK's HTTP ``max_retries`` is separate; ``stats`` collects counters across calls);
     ``regenerate`` enables re-pick and repair requests on the same client.
     """
-    guards = _Guards(
-        max_retries=max_retries,
-        coerce=coerce,
-        unknown_tool=unknown_tool,
-        fill_defaults=fill_defaults,
-        rescue_formats=tuple(rescue_formats),
-        stats=stats if stats is not None else GuardrailStats(),
-    )
-    Guardrails((), **guards.options)  # validate the options now, not on the first call
+    options.setdefault("stats", GuardrailStats())
+    guards = _Guards(**options)
+    Guardrails((), **options)  # validate the options now, not on the first call
     copy: ClientT = client.with_options()
     completions = copy.chat.completions
     original = completions.create

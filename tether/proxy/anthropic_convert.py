@@ -10,6 +10,7 @@ reshapes the errors raised before a route runs (auth, body limit, validation).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -22,7 +23,7 @@ from tether.errors import ContextOverflowError, InvalidRequestError, TetherError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.anthropic_schema import AnthropicMessageIn, CountTokensRequest, MessagesRequest
-from tether.proxy.wire import check_history, guard_for, stop_strings, tool_specs
+from tether.proxy.wire import check_history, flatten_text, guard_for, stop_strings, tool_specs
 from tether.turns.events import ChatJob, FinishOut, ToolChoice
 
 __all__ = [
@@ -92,20 +93,7 @@ def stop_fields(finish: FinishOut) -> tuple[str, str | None]:
 
 def _text_blocks(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
     """Text of a string or of a list of ``text`` blocks; other block types are refused."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for i, block in enumerate(content):
-        kind = block.get("type")
-        if kind != "text":
-            raise InvalidRequestError(
-                f"content block type {kind!r} is not supported here by this text-only model",
-                param=f"{where}[{i}].type",
-            )
-        parts.append(str(block.get("text", "")))
-    return "\n\n".join(parts)
+    return flatten_text(content, where=where, kinds=("text",), join="\n\n")
 
 
 def _tool_result(block: dict[str, Any], names: dict[str, str], where: str) -> Message:
@@ -210,28 +198,18 @@ def job_from_anthropic(
     guard = guard_for(
         options.preset if options else None, options.constrain if options else None, default_guard
     )
+    job = ChatJob(
+        messages=tuple(messages), tools=tools, tool_choice=choice, parallel_tool_calls=parallel, guard=guard
+    )
     if not isinstance(req, MessagesRequest):
-        return ChatJob(
-            messages=tuple(messages),
-            tools=tools,
-            tool_choice=choice,
-            parallel_tool_calls=parallel,
-            guard=guard,
-        )
+        return job
     params = SamplingParams(
         temperature=default_temperature if req.temperature is None else req.temperature,
         top_p=1.0 if req.top_p is None else req.top_p,
         top_k=SamplingParams.top_k if req.top_k is None else req.top_k,
     )
-    return ChatJob(
-        messages=tuple(messages),
-        tools=tools,
-        tool_choice=choice,
-        parallel_tool_calls=parallel,
-        params=params,
-        max_tokens_requested=req.max_tokens,
-        stop=stop_strings(req.stop_sequences),
-        guard=guard,
+    return replace(
+        job, params=params, max_tokens_requested=req.max_tokens, stop=stop_strings(req.stop_sequences)
     )
 
 

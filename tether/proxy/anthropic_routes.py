@@ -22,7 +22,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from tether.aio import aclose_quietly
 from tether.calls import ToolCall
 from tether.errors import TetherError
 from tether.proxy.anthropic_convert import (
@@ -34,7 +33,7 @@ from tether.proxy.anthropic_convert import (
     usage_body,
 )
 from tether.proxy.anthropic_schema import CountTokensRequest, MessagesRequest
-from tether.proxy.sse import EventStreamResponse, contain
+from tether.proxy.sse import EventStreamResponse, event_stream
 from tether.proxy.wire import app_state, check_model, interventions_field, session_of
 from tether.turns.core import prime
 from tether.turns.events import TextOut, TurnEvent, collect
@@ -163,21 +162,17 @@ class _Blocks:
         return [_event("content_block_stop", {"type": "content_block_stop", "index": self.index})]
 
 
-async def _stream(
+def _stream(
     events: AsyncIterator[TurnEvent], msg_id: str, model: str, start_usage: dict[str, int]
 ) -> AsyncIterator[bytes]:
     blocks = _Blocks()
-    yield _event(
-        "message_start", {"type": "message_start", "message": _message(msg_id, model, [], start_usage)}
+    start = {"type": "message_start", "message": _message(msg_id, model, [], start_usage)}
+    return event_stream(
+        events,
+        lambda ev: _translate(ev, blocks),
+        lambda exc: _event("error", anthropic_error(exc)),
+        prologue=[_event("message_start", start)],
     )
-    try:
-        async for ev in events:
-            for chunk in _translate(ev, blocks):
-                yield chunk
-    except Exception as exc:
-        yield _event("error", anthropic_error(contain(exc)))
-    finally:
-        await aclose_quietly(events)
 
 
 def _translate(ev: TurnEvent, blocks: _Blocks) -> list[bytes]:

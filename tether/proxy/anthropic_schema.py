@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from tether.proxy.openai_schema import TetherOptions
-from tether.proxy.wire import RequestBody
+from tether.proxy.wire import Loose, NamedTool, RequestBody
 
 __all__ = [
     "AnthropicMessageIn",
@@ -23,27 +23,21 @@ __all__ = [
 ]
 
 
-class _Loose(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class AnthropicMessageIn(_Loose):
+class AnthropicMessageIn(Loose):
     """One turn: ``content`` is a string or a list of content blocks (``text``, ``tool_use``, …)."""
 
     role: Literal["user", "assistant"]
     content: str | list[dict[str, Any]]
 
 
-class AnthropicTool(_Loose):
+class AnthropicTool(NamedTool):
     """A client tool. Server tools (``type`` such as ``web_search_20250305``) are refused later."""
 
-    name: str = Field(min_length=1, max_length=256)
-    description: str | None = None
     input_schema: dict[str, Any] | None = None
     type: str | None = None
 
 
-class AnthropicToolChoice(_Loose):
+class AnthropicToolChoice(Loose):
     type: Literal["auto", "any", "none", "tool"]
     name: str | None = None
     disable_parallel_tool_use: bool = False

@@ -10,7 +10,7 @@ from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.openai_schema import ChatCompletionRequest, ChatMessageIn
-from tether.proxy.wire import MAX_LOGIT_BIAS, check_history, guard_for, stop_strings, tool_specs
+from tether.proxy.wire import MAX_LOGIT_BIAS, check_history, flatten_text, guard_for, stop_strings, tool_specs
 from tether.turns.events import ChatJob, ToolChoice
 
 __all__ = ["job_from_openai", "text_of"]
@@ -18,21 +18,7 @@ __all__ = ["job_from_openai", "text_of"]
 
 def text_of(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
     """Flatten OpenAI content parts to text; refuse parts this server cannot read."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for i, part in enumerate(content):
-        kind = part.get("type")
-        if kind in ("text", "input_text"):
-            parts.append(str(part.get("text", "")))
-        else:
-            raise InvalidRequestError(
-                f"content part type {kind!r} is not supported by this text-only model",
-                param=f"{where}[{i}].type",
-            )
-    return "".join(parts)
+    return flatten_text(content, where=where, kinds=("text", "input_text"), join="")
 
 
 def _message(msg: ChatMessageIn, index: int) -> Message:

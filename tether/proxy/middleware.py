@@ -39,8 +39,8 @@ async def send_error(send: Send, exc: TetherError) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class RequestContextMiddleware:
-    """Binds a request id to structlog's context and logs one line per request."""
+class _HttpMiddleware:
+    """Passes every scope but ``http`` straight through; subclasses handle HTTP in ``http``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -49,6 +49,16 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class RequestContextMiddleware(_HttpMiddleware):
+    """Binds a request id to structlog's context and logs one line per request."""
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         rid = secrets.token_hex(8)
         scope.setdefault("state", {})["request_id"] = rid
         status = {"code": 0}
@@ -73,15 +83,15 @@ class RequestContextMiddleware:
                 )
 
 
-class AuthMiddleware:
+class AuthMiddleware(_HttpMiddleware):
     """Bearer (or ``x-api-key``) check with a constant-time compare when a key is configured."""
 
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
-        self.app = app
+        super().__init__(app)
         self.key = api_key.encode() if api_key else None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.key is None or scope.get("path") in OPEN_PATHS:
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.key is None or scope.get("path") in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
@@ -99,17 +109,14 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-class BodyLimitMiddleware:
+class BodyLimitMiddleware(_HttpMiddleware):
     """Refuses bodies over ``limit`` bytes with 413, by header and by counting what arrives."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         too_big = PayloadTooLargeError(f"request body exceeds {self.limit} bytes")
@@ -142,7 +149,7 @@ class _BodyTooLarge(Exception):
     pass
 
 
-class DisconnectMiddleware:
+class DisconnectMiddleware(_HttpMiddleware):
     """Cancels a request's work the moment its client goes away.
 
     The body is read first and replayed to the app, which then runs beside a watcher on
@@ -152,13 +159,7 @@ class DisconnectMiddleware:
     A failed ``send`` to a closed connection counts the same.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         body: list[Message] = []
         while True:
             message = await receive()

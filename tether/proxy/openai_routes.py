@@ -6,6 +6,7 @@ the turn pipeline, and its events become chat-completion chunks or one completio
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator
@@ -14,14 +15,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from tether.aio import aclose_quietly
 from tether.calls import ToolCall
 from tether.chat import Usage
 from tether.engine.base import SamplingParams
 from tether.guardrails.presets import PRESETS
 from tether.proxy.convert import job_from_openai
 from tether.proxy.openai_schema import ChatCompletionRequest, CompletionRequest
-from tether.proxy.sse import EventStreamResponse, contain
+from tether.proxy.sse import EventStreamResponse, event_stream
 from tether.proxy.wire import app_state, check_model, interventions_field, session_of, stop_strings
 from tether.turns.core import prime
 from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent, collect
@@ -43,10 +43,6 @@ def _usage(u: Usage) -> dict[str, Any]:
 def _sse(data: dict[str, Any] | str) -> bytes:
     body = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     return f"data: {body}\n\n".encode()
-
-
-def _wire_call(call: ToolCall, index: int) -> dict[str, Any]:
-    return {"index": index, **call.to_openai()}
 
 
 @router.get("/models")
@@ -92,7 +88,7 @@ async def chat_completions(
     return JSONResponse(out)
 
 
-async def _stream_chat(
+def _stream_chat(
     events: AsyncIterator[TurnEvent], rid: str, created: int, model: str, include_usage: bool
 ) -> AsyncIterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -104,31 +100,33 @@ async def _stream_chat(
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
         }
 
-    yield _sse(chunk({"role": "assistant", "content": ""}))
-    index = 0
-    try:
-        async for ev in events:
-            if isinstance(ev, TextOut):
-                yield _sse(chunk({"content": ev.text}))
-            elif isinstance(ev, ToolCall):
-                # One delta per call carrying id, type, name and the final arguments: clients that stop
-                # reading once the arguments parse (opencode) never see a placeholder.
-                yield _sse(chunk({"tool_calls": [_wire_call(ev, index)]}))
-                index += 1
-            else:
-                final = chunk({}, ev.finish_reason)
-                final.update(interventions_field(ev))
-                yield _sse(final)
-                if include_usage:
-                    usage_chunk = chunk({})
-                    usage_chunk["choices"] = []
-                    usage_chunk["usage"] = _usage(ev.usage)
-                    yield _sse(usage_chunk)
-    except Exception as exc:
-        yield _sse(contain(exc).to_openai())
-    finally:
-        await aclose_quietly(events)
-    yield _sse("[DONE]")
+    calls = itertools.count()
+
+    def translate(ev: TurnEvent) -> list[bytes]:
+        if isinstance(ev, TextOut):
+            return [_sse(chunk({"content": ev.text}))]
+        if isinstance(ev, ToolCall):
+            # One delta per call carrying id, type, name and the final arguments: clients that stop
+            # reading once the arguments parse (opencode) never see a placeholder.
+            return [_sse(chunk({"tool_calls": [{"index": next(calls), **ev.to_openai()}]}))]
+        final = chunk({}, ev.finish_reason)
+        final.update(interventions_field(ev))
+        return [_sse(final), *_usage_chunk(chunk({}), ev, include_usage)]
+
+    return event_stream(
+        events,
+        translate,
+        lambda exc: _sse(exc.to_openai()),
+        prologue=[_sse(chunk({"role": "assistant", "content": ""}))],
+        epilogue=[_sse("[DONE]")],
+    )
+
+
+def _usage_chunk(base: dict[str, Any], finish: FinishOut, include_usage: bool) -> list[bytes]:
+    """The last chunk ``stream_options.include_usage`` asks for: no choices, the usage."""
+    if not include_usage:
+        return []
+    return [_sse({**base, "choices": [], "usage": _usage(finish.usage)})]
 
 
 @router.post("/completions", response_model=None)
@@ -171,7 +169,7 @@ async def completions(body: CompletionRequest, request: Request) -> JSONResponse
     )
 
 
-async def _stream_completion(
+def _stream_completion(
     events: AsyncIterator[TurnEvent], rid: str, created: int, model: str, include_usage: bool
 ) -> AsyncIterator[bytes]:
     def chunk(text: str, finish: str | None = None) -> dict[str, Any]:
@@ -183,19 +181,11 @@ async def _stream_completion(
             "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}],
         }
 
-    try:
-        async for ev in events:
-            if isinstance(ev, TextOut):
-                yield _sse(chunk(ev.text))
-            elif isinstance(ev, FinishOut):
-                yield _sse(chunk("", ev.finish_reason))
-                if include_usage:
-                    last = chunk("")
-                    last["choices"] = []
-                    last["usage"] = _usage(ev.usage)
-                    yield _sse(last)
-    except Exception as exc:
-        yield _sse(contain(exc).to_openai())
-    finally:
-        await aclose_quietly(events)
-    yield _sse("[DONE]")
+    def translate(ev: TurnEvent) -> list[bytes]:
+        if isinstance(ev, TextOut):
+            return [_sse(chunk(ev.text))]
+        if isinstance(ev, FinishOut):
+            return [_sse(chunk("", ev.finish_reason)), *_usage_chunk(chunk(""), ev, include_usage)]
+        return []
+
+    return event_stream(events, translate, lambda exc: _sse(exc.to_openai()), epilogue=[_sse("[DONE]")])

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.proxy.wire import RequestBody
+from tether.proxy.wire import Loose, NamedTool, RequestBody
 
 __all__ = [
     "ChatCompletionRequest",
@@ -20,34 +20,28 @@ __all__ = [
 ]
 
 
-class _Loose(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class FunctionDef(_Loose):
-    name: str = Field(min_length=1, max_length=256)
-    description: str | None = None
+class FunctionDef(NamedTool):
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
 
-class ToolDef(_Loose):
+class ToolDef(Loose):
     type: Literal["function"] = "function"
     function: FunctionDef
 
 
-class FunctionCallIn(_Loose):
+class FunctionCallIn(Loose):
     name: str
     arguments: str | dict[str, Any] = "{}"
 
 
-class ToolCallIn(_Loose):
+class ToolCallIn(Loose):
     id: str | None = None
     type: str = "function"
     function: FunctionCallIn
 
 
-class ChatMessageIn(_Loose):
+class ChatMessageIn(Loose):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
@@ -56,20 +50,20 @@ class ChatMessageIn(_Loose):
     reasoning_content: str | None = None
 
 
-class NamedFunction(_Loose):
+class NamedFunction(Loose):
     name: str
 
 
-class NamedToolChoice(_Loose):
+class NamedToolChoice(Loose):
     type: Literal["function"] = "function"
     function: NamedFunction
 
 
-class StreamOptions(_Loose):
+class StreamOptions(Loose):
     include_usage: bool = False
 
 
-class ResponseFormat(_Loose):
+class ResponseFormat(Loose):
     type: Literal["text", "json_object", "json_schema"] = "text"
     json_schema: dict[str, Any] | None = None
 

@@ -9,7 +9,7 @@ class, anything else becomes an ``InternalError`` and is logged with its traceba
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 
 import structlog
 from starlette.responses import StreamingResponse
@@ -17,8 +17,9 @@ from starlette.types import Receive, Scope, Send
 
 from tether.aio import aclose_quietly
 from tether.errors import InternalError, TetherError
+from tether.turns.events import TurnEvent
 
-__all__ = ["EventStreamResponse", "contain"]
+__all__ = ["EventStreamResponse", "contain", "event_stream"]
 
 log = structlog.get_logger(__name__)
 
@@ -46,3 +47,27 @@ def contain(exc: BaseException) -> TetherError:
         return exc
     log.error("stream_failed", error=repr(exc), exc_info=exc)
     return InternalError("internal server error while streaming; see the server log for details")
+
+
+async def event_stream(
+    events: AsyncIterator[TurnEvent],
+    translate: Callable[[TurnEvent], Iterable[bytes]],
+    error: Callable[[TetherError], bytes],
+    *,
+    prologue: Iterable[bytes] = (),
+    epilogue: Iterable[bytes] = (),
+) -> AsyncIterator[bytes]:
+    """A protocol's event stream: ``translate`` each turn event to wire events; a fault ends the
+    stream with ``error`` (then the ``epilogue``), and the turn's stream is always closed."""
+    for chunk in prologue:
+        yield chunk
+    try:
+        async for ev in events:
+            for chunk in translate(ev):
+                yield chunk
+    except Exception as exc:
+        yield error(contain(exc))
+    finally:
+        await aclose_quietly(events)
+    for chunk in epilogue:
+        yield chunk

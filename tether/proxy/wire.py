@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from tether.chat import Message
@@ -35,11 +35,14 @@ __all__ = [
     "MAX_STOPS",
     "MAX_STOP_CHARS",
     "MAX_TOOLS",
+    "Loose",
+    "NamedTool",
     "RequestBody",
     "app_state",
     "check_history",
     "check_model",
     "find_surrogate",
+    "flatten_text",
     "guard_for",
     "interventions_field",
     "session_of",
@@ -77,11 +80,22 @@ def find_surrogate(value: Any, path: str = "") -> str | None:
     return None
 
 
-class RequestBody(BaseModel):
-    """Base of every request body model: unknown fields are ignored (clients send many), and text
-    that no tokenizer can encode is refused with a 400 naming where it is."""
+class Loose(BaseModel):
+    """Base of the request models: unknown fields are ignored (clients send many)."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+class NamedTool(Loose):
+    """What a tool declaration has in both protocols: a name and a description."""
+
+    name: str = Field(min_length=1, max_length=256)
+    description: str | None = None
+
+
+class RequestBody(Loose):
+    """Base of every request body: text that no tokenizer can encode is refused with a 400 naming
+    where it is."""
 
     @model_validator(mode="before")
     @classmethod
@@ -94,6 +108,28 @@ class RequestBody(BaseModel):
                 {"where": where},
             )
         return data
+
+
+def flatten_text(
+    content: str | Sequence[Mapping[str, Any]] | None, *, where: str, kinds: tuple[str, ...], join: str
+) -> str:
+    """The text of a message's content: a string, or a list of parts whose ``type`` is one of ``kinds``
+    joined by ``join`` (OpenAI's parts are fragments of one text; Anthropic's blocks are paragraphs).
+    Any other part is refused with a 400 naming it: this server reads text only."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for i, part in enumerate(content):
+        kind = part.get("type")
+        if kind not in kinds:
+            raise InvalidRequestError(
+                f"content part type {kind!r} is not supported by this text-only model",
+                param=f"{where}[{i}].type",
+            )
+        parts.append(str(part.get("text", "")))
+    return join.join(parts)
 
 
 def _shape(schema: Any, where: str) -> None:

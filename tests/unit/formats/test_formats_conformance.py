@@ -249,7 +249,7 @@ def test_declaration_matches_rendering(name: str) -> None:
     assert begin is not None, f"{text!r} does not start with a begin marker"
     rest = text[len(begin) :]
     slot = fmt.name_slot
-    if fmt.constrain_from_start:
+    if fmt.whole_reply is not None:
         assert isinstance(slot, JsonNameSlot)
         assert rest.startswith(f'{{"{slot.keys[0]}": "{W}", "arguments": ')
         return

@@ -12,10 +12,8 @@ weights, so ``--slots N`` loads the model once.
 
 from __future__ import annotations
 
-import codecs
 import re
 import secrets
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,14 +23,15 @@ import numpy as np
 import structlog
 
 from tether.engine.base import (
+    ContextEngine,
     Done,
     EngineInfo,
-    FinishReason,
+    Generation,
     GenerationEvent,
     LogitsProcessor,
     SamplingParams,
-    Token,
 )
+from tether.engine.loop import token_loop
 from tether.engine.mlx import is_mlx_model_dir
 from tether.engine.mlx.runtime import blas_in_use, preload_blas
 from tether.engine.mlx.vocab import TokenizerFiles
@@ -150,7 +149,7 @@ def _load(path: Path, n_ctx: int | None) -> _Loaded:
     return _Loaded(model, vocab, info)
 
 
-class MlxEngine:
+class MlxEngine(ContextEngine):
     """An MLX model directory with one KV cache."""
 
     def __init__(
@@ -161,6 +160,7 @@ class MlxEngine:
         prefill_step_size: int = 512,
         _shared: _Loaded | None = None,
     ) -> None:
+        super().__init__()
         self._loaded = _shared if _shared is not None else _load(Path(path), n_ctx)
         self._model = self._loaded.model
         self._vocab = self._loaded.vocab
@@ -168,7 +168,6 @@ class MlxEngine:
         self.prefill_step_size = prefill_step_size
         self._cache: list[Any] = []
         self._held: list[int] = []
-        self._lock = threading.Lock()
 
     def sibling(self) -> MlxEngine:
         """Another engine on the same weights with its own (empty) cache: one per scheduler slot."""
@@ -199,23 +198,6 @@ class MlxEngine:
             n += 1
         return n
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams,
-        *,
-        logits_processor: LogitsProcessor | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Iterator[GenerationEvent]:
-        if not self._lock.acquire(blocking=False):
-            raise EngineError(
-                "engine context is busy: the scheduler must not run two generations on one slot"
-            )
-        try:
-            yield from self._generate(list(prompt), params, logits_processor, cancel)
-        finally:
-            self._lock.release()
-
     def _reuse(self, prompt: list[int]) -> int:
         """Trim the cache to the longest reusable prefix (at least one prompt token is always evaluated)."""
         from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
@@ -229,13 +211,8 @@ class MlxEngine:
         self._held = self._held[:reuse]
         return reuse
 
-    def _generate(
-        self,
-        prompt: list[int],
-        params: SamplingParams,
-        logits_processor: LogitsProcessor | None,
-        cancel: threading.Event | None,
-    ) -> Iterator[GenerationEvent]:
+    def _generate(self, run: Generation) -> Iterator[GenerationEvent]:
+        prompt, params, logits_processor, cancel = run.prompt, run.params, run.logits_processor, run.cancel
         from mlx_lm.generate import generate_step
         from mlx_lm.sample_utils import make_repetition_penalty
 
@@ -252,11 +229,8 @@ class MlxEngine:
         if logits_processor is not None:
             capacity = len(prompt) + budget + 2
             processors.append(NumpyProcessor(logits_processor, prompt, len(prompt) - reuse, capacity))
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pieces, eos = self._vocab.pieces, self._info.eos_token_ids
         fed = list(prompt)  # every id mlx-lm has been handed, in cache order
-        produced = 0
-        finish: FinishReason = "length"
         steps = generate_step(
             mx.array(prompt[reuse:], dtype=mx.uint32),
             self._model,
@@ -266,21 +240,23 @@ class MlxEngine:
             prompt_cache=self._cache,
             prefill_step_size=self.prefill_step_size,
         )
+
+        def sampled() -> Iterator[int]:
+            for token, _logprobs in steps:
+                fed.append(int(token))
+                yield int(token)
+
         clean = False
         try:
-            for token, _logprobs in steps:
-                tid = int(token)
-                fed.append(tid)
-                if tid in eos:
-                    finish = "stop"
-                    break
-                produced += 1
-                yield Token(tid, decoder.decode(pieces[tid] if 0 <= tid < len(pieces) else b""))
-                if produced >= budget:
-                    break
-                if cancel is not None and cancel.is_set():
-                    finish = "cancelled"
-                    break
+            yield from token_loop(
+                sampled(),
+                piece=lambda t: pieces[t] if 0 <= t < len(pieces) else b"",
+                eos=eos,
+                max_tokens=budget,
+                cancel=cancel,
+                prompt_tokens=len(prompt),
+                evaluated=len(prompt) - reuse,
+            )
             clean = True
         except GeneratorExit:
             clean = True  # the consumer stopped between tokens: the cache is consistent
@@ -288,10 +264,6 @@ class MlxEngine:
         finally:
             steps.close()
             self._settle(fed, clean)
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield Token(-1, tail)
-        yield Done(finish, len(prompt), len(prompt) - reuse, produced)
 
     def _settle(self, fed: list[int], clean: bool) -> None:
         """Record which ids the cache now holds (mlx-lm evaluates one token ahead of what it yields)."""

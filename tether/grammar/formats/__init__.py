@@ -4,17 +4,21 @@
 add formats through the ``tether.formats`` entry-point group; an entry point names
 a ``ToolCallFormat`` subclass (or instance) and its name is the registry key. A
 built-in name always wins over a plugin of the same name.
+
+``detect_format(template)`` asks every format's own ``detection`` (see
+``TemplateMatch``): a template that never mentions ``tools`` is ``generic`` (SmolLM2,
+Phi-3.5, Gemma 2, …); otherwise the first match by rank wins, and ``generic`` when none does.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
 from tether.errors import FormatError
 from tether.grammar.formats.base import ToolCallFormat
-from tether.grammar.formats.detect import detect_format
 
 __all__ = [
     "BUILTIN_FORMATS",
@@ -89,3 +93,24 @@ def describe_formats() -> dict[str, str]:
         except FormatError as exc:
             out[name] = f"(unavailable: {exc.message})"
     return out
+
+
+_MENTIONS_TOOLS = re.compile(r"\btools\b")
+
+
+def detect_format(chat_template: str | None) -> str:
+    """The registry name of the format a chat template speaks, from the formats' own declarations."""
+    if not chat_template or not _MENTIONS_TOOLS.search(chat_template):
+        return "generic"
+    checks = [(match, name) for name in available_formats() for match in _declared(name).detection]
+    for match, name in sorted(checks, key=lambda c: (c[0].rank, c[1])):
+        if match.matches(chat_template):
+            return name
+    return "generic"
+
+
+def _declared(name: str) -> ToolCallFormat:
+    try:
+        return get_format(name)
+    except FormatError:
+        return ToolCallFormat()  # a broken plugin detects nothing

@@ -8,6 +8,7 @@ methods drive prompt building and parsing. Nothing else keeps a list of markers.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +21,10 @@ __all__ = [
     "JsonTextEnvelope",
     "NameSlot",
     "ParseResult",
+    "TemplateMatch",
     "ToolCallFormat",
     "ToolSpec",
+    "WholeReply",
 ]
 
 
@@ -88,6 +91,38 @@ class JsonTextEnvelope:
 
 
 @dataclass(frozen=True)
+class TemplateMatch:
+    """How a chat template shows that its model speaks a format: every one of ``markers`` appears
+    in it (and ``pattern`` matches, when given). The checks of all formats run by ``rank``, lowest
+    first (more specific markers before shared ones: several families write ``<tool_call>``)."""
+
+    rank: int
+    markers: tuple[str, ...] = ()
+    pattern: str | None = None
+
+    def matches(self, template: str) -> bool:
+        if not all(m in template for m in self.markers):
+            return False
+        return self.pattern is None or re.search(self.pattern, template) is not None
+
+
+@dataclass(frozen=True)
+class WholeReply:
+    """A format whose whole reply is one JSON object (the generic format): the pieces the layer-0
+    grammar is built from, ``{"tool_calls": [{"name": "N", "arguments": {…}}, …]}`` or
+    ``{"response": "…"}``."""
+
+    calls_open: str = '{"tool_calls": ['
+    call_open: str = '{"name": "'
+    args_open: str = '", "arguments": '
+    call_close: str = "}"
+    call_sep: str = ", "
+    calls_close: str = "]}"
+    answer_open: str = '{"response": '
+    answer_close: str = "}"
+
+
+@dataclass(frozen=True)
 class ParseResult:
     """Tool calls found in a message plus the prose around them."""
 
@@ -108,11 +143,14 @@ class ToolCallFormat:
         arm_at_start: markerless formats (pythonic, bare JSON): a call may only
             start at the beginning of the assistant message.
         text_envelope: set when plain answers are wrapped in JSON (generic format).
-        constrain_from_start: the grammar holds the whole reply from its first token.
         placeholders: argument values ``render_tools`` shows in its example call; a call
             carrying one that the conversation never mentions was copied from the prompt.
         prompt_owns_tools: the format renders the tools and past calls itself even when the
             chat template could (the generic format: its whole-reply JSON is its own).
+        detection: how a chat template shows this format (see ``TemplateMatch``).
+        tool_result, tool_result_role: how a past tool result is written back (the text around it,
+            and the role of its turn) when the chat template has no tool role.
+        whole_reply: the reply is one JSON object, held by the grammar from its first token.
     """
 
     name: str = ""
@@ -122,9 +160,12 @@ class ToolCallFormat:
     name_slot: NameSlot = JsonNameSlot()
     arm_at_start: bool = False
     text_envelope: JsonTextEnvelope | None = None
-    constrain_from_start: bool = False
     placeholders: tuple[str | float, ...] = ()
     prompt_owns_tools: bool = False
+    detection: tuple[TemplateMatch, ...] = ()
+    tool_result: tuple[str, str] | None = None
+    tool_result_role: str = "user"
+    whole_reply: WholeReply | None = None
     # How arguments are written after an InlineNameSlot terminator: "json" allows strict mode there.
     args_encoding: str = "json"
 
@@ -137,8 +178,12 @@ class ToolCallFormat:
         raise NotImplementedError
 
     def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        """(role, text) for a past tool result when the template has no tool role."""
-        return "user", f"Result of {name}:\n{content}"
+        """(role, text) for a past tool result when the template has no tool role: ``tool_result``
+        wraps it as the family's template does, else ``Result of NAME:`` introduces it."""
+        if self.tool_result is None:
+            return self.tool_result_role, f"Result of {name}:\n{content}"
+        before, after = self.tool_result
+        return self.tool_result_role, f"{before}{content}{after}"
 
     def parse(self, text: str, tools: Sequence[ToolSpec]) -> ParseResult:
         """Tool calls and the prose around them; names that are not offered are kept (the guard resolves them).

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region
-from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, TemplateMatch, ToolSpec
 from tether.grammar.rescue import clean_leftover, find_json_values, make_call
 
 __all__ = ["DeepSeekV3Format", "DeepSeekV31Format"]
@@ -49,6 +49,8 @@ def _one_call(chunk: str, tools: Sequence[ToolSpec]) -> ToolCall | None:
 
 class DeepSeekV3Format(JsonPayloadFormat):
     name = "deepseek_v3"
+    tool_result = ("<｜tool▁output▁begin｜>", "<｜tool▁output▁end｜>")
+    detection = (TemplateMatch(10, ("tool▁calls▁begin", "```json")),)
     description = "DeepSeek V3 / R1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME + fenced JSON"
     begin = (CALLS_BEGIN,)
     end = (CALLS_END,)
@@ -69,9 +71,6 @@ class DeepSeekV3Format(JsonPayloadFormat):
 
     def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         return join_content(content, CALLS_BEGIN + "\n".join(self.render_call(c) for c in calls) + CALLS_END)
-
-    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        return "user", f"<｜tool▁output▁begin｜>{content}<｜tool▁output▁end｜>"
 
     def parse_region(self, region: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         body, marked = split_region(self, region)
@@ -96,6 +95,7 @@ class DeepSeekV3Format(JsonPayloadFormat):
 
 class DeepSeekV31Format(DeepSeekV3Format):
     name = "deepseek_v31"
+    detection = (TemplateMatch(11, ("tool▁calls▁begin",)),)
     description = "DeepSeek V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}"
     name_slot = InlineNameSlot(prefix=CALL_BEGIN, terminators=(SEP,))
     args_encoding = "json"

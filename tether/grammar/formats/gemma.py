@@ -20,7 +20,7 @@ from lark.exceptions import LarkError
 
 from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, join_content, split_region
-from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, TemplateMatch, ToolSpec
 from tether.grammar.rescue import make_call
 
 __all__ = ["FunctionGemmaFormat", "to_gemma"]
@@ -94,6 +94,10 @@ def to_gemma(value: Any, *, upper_types: bool = False) -> str:
 
 class FunctionGemmaFormat(JsonPayloadFormat):
     name = "gemma"
+    detection = (
+        TemplateMatch(20, ("<start_function_call>",)),
+        TemplateMatch(20, ("<start_function_declaration>",)),
+    )
     description = "FunctionGemma: <start_function_call>call:NAME{k:<escape>v<escape>}<end_function_call>"
     begin = ("<start_function_call>",)
     end = ("<end_function_call>",)

@@ -19,7 +19,7 @@ from typing import Any
 from tether.calls import ToolCall
 from tether.coercion import schema_types
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps
-from tether.grammar.formats.base import JsonNameSlot, JsonTextEnvelope, ParseResult, ToolSpec
+from tether.grammar.formats.base import JsonNameSlot, JsonTextEnvelope, ParseResult, ToolSpec, WholeReply
 from tether.grammar.rescue import armed_region_end, calls_from_value, clean_leftover, find_json_values
 
 __all__ = ["GenericFormat", "example_arguments"]
@@ -57,15 +57,18 @@ def example_arguments(parameters: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_REPLY = WholeReply()
+
+
 class GenericFormat(JsonPayloadFormat):
     name = "generic"
     description = 'Templates without tool support: the reply is {"tool_calls": [...]} or {"response": "..."}'
-    begin = ('{"tool_calls": [',)
+    whole_reply = _REPLY
+    begin = (_REPLY.calls_open,)
     end = ()
     name_slot = JsonNameSlot(("name",))
-    constrain_from_start = True
     prompt_owns_tools = True
-    text_envelope = JsonTextEnvelope('{"response": "', '"}')
+    text_envelope = JsonTextEnvelope(_REPLY.answer_open + '"', '"' + _REPLY.answer_close)
     placeholders = (_STRING_PLACEHOLDER, _NUMBER_PLACEHOLDER)  # not 1 or true: too often meant
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

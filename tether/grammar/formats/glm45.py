@@ -18,7 +18,7 @@ from typing import Any
 from tether.calls import ToolCall
 from tether.coercion import value_from_text
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region
-from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, TemplateMatch, ToolSpec
 from tether.grammar.rescue import clean_leftover, find_tool, make_call
 
 __all__ = ["Glm45Format"]
@@ -54,6 +54,9 @@ def _pairs(text: str, props: Mapping[str, Any], repairs: list[str]) -> tuple[dic
 
 class Glm45Format(JsonPayloadFormat):
     name = "glm45"
+    tool_result = ("<tool_response>\n", "\n</tool_response>")
+    tool_result_role = "observation"
+    detection = (TemplateMatch(30, ("<arg_key>",)),)
     description = "GLM-4.5/4.6/4.7: <tool_call>NAME<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>"
     begin = ("<tool_call>",)
     end = ("</tool_call>",)
@@ -81,9 +84,6 @@ class Glm45Format(JsonPayloadFormat):
             return f"<tool_call>{call.name}\n{pairs}</tool_call>"
 
         return join_content(content, "\n".join(one(c) for c in calls))
-
-    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        return "observation", f"<tool_response>\n{content}\n</tool_response>"
 
     def parse_region(self, region: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         body, marked = split_region(self, region)

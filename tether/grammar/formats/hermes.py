@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content
-from tether.grammar.formats.base import JsonNameSlot, ParseResult, ToolSpec
+from tether.grammar.formats.base import JsonNameSlot, ParseResult, TemplateMatch, ToolSpec
 from tether.grammar.formats.qwen3_coder import parse_xml_calls
 
 __all__ = ["HermesFormat"]
@@ -23,6 +23,8 @@ __all__ = ["HermesFormat"]
 
 class HermesFormat(JsonPayloadFormat):
     name = "hermes"
+    tool_result = ("<tool_response>\n", "\n</tool_response>")
+    detection = (TemplateMatch(80, ("<tool_call>",)),)
     description = 'Hermes / Qwen2.5 / Qwen3: <tool_call>{"name": ..., "arguments": {...}}</tool_call>'
     begin = ("<tool_call>",)
     end = ("</tool_call>",)
@@ -42,9 +44,6 @@ class HermesFormat(JsonPayloadFormat):
     def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         rendered = "\n".join(f"<tool_call>\n{dumps(self.call_object(c))}\n</tool_call>" for c in calls)
         return join_content(content, rendered)
-
-    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        return "user", f"<tool_response>\n{content}\n</tool_response>"
 
     def parse_fallback(self, body: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         return parse_xml_calls(body, tools, truncated=True)

@@ -13,13 +13,18 @@ from collections.abc import Sequence
 from tether.calls import ToolCall
 from tether.grammar.formats._pycalls import parse_pythonic
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, tool_dicts
-from tether.grammar.formats.base import JsonNameSlot, ParseResult, ToolSpec
+from tether.grammar.formats.base import JsonNameSlot, ParseResult, TemplateMatch, ToolSpec
 
 __all__ = ["Llama3JsonFormat"]
 
 
 class Llama3JsonFormat(JsonPayloadFormat):
     name = "llama3_json"
+    tool_result = ("", "")
+    tool_result_role = "ipython"
+    detection = (
+        TemplateMatch(100, pattern=r'<\|python_tag\|>|"parameters": dictionary|\{"name": function name'),
+    )
     description = 'Llama 3.x: {"name": ..., "parameters": {...}} bare or after <|python_tag|>'
     begin = ("<|python_tag|>",)
     end = ()
@@ -40,9 +45,6 @@ class Llama3JsonFormat(JsonPayloadFormat):
         rendered = "; ".join(dumps(self.call_object(c)) for c in calls)
         # bare JSON is only a call at the start of a message; after prose it needs the tag
         return f"{content}\n{self.begin[0]}{rendered}" if content else rendered
-
-    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        return "ipython", content
 
     def parse_fallback(self, body: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         calls = parse_pythonic(body, tools)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region, tool_dicts
-from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, TemplateMatch, ToolSpec
 from tether.grammar.rescue import clean_leftover, find_json_values, make_call
 
 __all__ = ["LlamaFunctionFormat"]
@@ -24,6 +24,7 @@ _NAME = re.compile(r"\s*([^\s>{]+)\s*(>?)")
 
 class LlamaFunctionFormat(JsonPayloadFormat):
     name = "llama_function"
+    detection = (TemplateMatch(90, ("<function=",)),)
     description = "Llama 3.1 / Functionary: <function=NAME>{json arguments}</function>"
     begin = ("<function=",)
     end = ("</function>",)

@@ -25,6 +25,7 @@ from tether.grammar.formats.base import (
     JsonNameSlot,
     NameSlot,
     ParseResult,
+    TemplateMatch,
     ToolSpec,
 )
 from tether.grammar.rescue import clean_leftover, find_json_values, make_call, skip_marker, value_run_end
@@ -37,6 +38,8 @@ _LOOSE_HEAD = re.compile(r"\s*([A-Za-z_][\w.\-]*)\s*(?=\{)")
 
 class MistralFormat(JsonPayloadFormat):
     name = "mistral"
+    tool_result = ("[TOOL_RESULTS]", "[/TOOL_RESULTS]")
+    detection = (TemplateMatch(50, ("[TOOL_CALLS]", "[ARGS]")),)
     description = 'Mistral v11 (Small 3.2, Devstral, Ministral 3): [TOOL_CALLS]NAME[ARGS]{"k": "v"}'
     begin = ("[TOOL_CALLS]",)
     end = ()
@@ -62,9 +65,6 @@ class MistralFormat(JsonPayloadFormat):
         rendered = "".join(f"[TOOL_CALLS]{c.name}[ARGS]{dumps(dict(c.arguments))}" for c in calls)
         return join_content(content, rendered)
 
-    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        return "user", f"[TOOL_RESULTS]{content}[/TOOL_RESULTS]"
-
     def parse_region(self, region: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         body, marked = split_region(self, region)
         if not marked:
@@ -87,6 +87,7 @@ class MistralFormat(JsonPayloadFormat):
 
 class MistralV3Format(MistralFormat):
     name = "mistral_v3"
+    detection = (TemplateMatch(51, ("[TOOL_CALLS]",)),)
     description = 'Mistral v3 (7B v0.3, Nemo): [TOOL_CALLS][{"name": ..., "arguments": {...}}]'
     name_slot = JsonNameSlot(("name",), list_wrapped=True)
 

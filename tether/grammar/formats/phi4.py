@@ -12,13 +12,15 @@ from collections.abc import Sequence
 
 from tether.calls import ToolCall
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, tool_dicts
-from tether.grammar.formats.base import JsonNameSlot, ToolSpec
+from tether.grammar.formats.base import JsonNameSlot, TemplateMatch, ToolSpec
 
 __all__ = ["Phi4Format"]
 
 
 class Phi4Format(JsonPayloadFormat):
     name = "phi4"
+    tool_result = ("<|tool_response|>", "<|/tool_response|>")
+    detection = (TemplateMatch(70, ("<|tool_call|>",)),)  # Phi-4-mini, Granite 3
     description = 'Phi-4-mini / Granite 3: <|tool_call|>[{"name": ..., "arguments": {...}}]<|/tool_call|>'
     begin = ("<|tool_call|>",)
     end = ("<|/tool_call|>",)
@@ -34,6 +36,3 @@ class Phi4Format(JsonPayloadFormat):
     def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         rendered = "<|tool_call|>" + dumps([self.call_object(c) for c in calls]) + "<|/tool_call|>"
         return join_content(content, rendered)
-
-    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        return "user", f"<|tool_response|>{content}<|/tool_response|>"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from tether.calls import ToolCall
 from tether.grammar.formats._pycalls import parse_pythonic, py_literal
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region, tool_dicts
-from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, TemplateMatch, ToolSpec
 from tether.grammar.rescue import (
     after_fence,
     armed_region_end,
@@ -45,6 +45,12 @@ def _unfence(body: str) -> tuple[str, bool]:
 
 class PythonicFormat(JsonPayloadFormat):
     name = "pythonic"
+    tool_result = ("<|tool_response_start|>", "<|tool_response_end|>")
+    detection = (
+        TemplateMatch(60, ("<|tool_call_start|>",)),  # LFM2
+        TemplateMatch(60, ("<|tool_list_start|>",)),
+        TemplateMatch(110, pattern=r"\[func_name\d*\("),  # Llama 3.2/4 pythonic instructions
+    )
     description = (
         'Llama 3.2/4 pythonic, LFM2: [get_weather(city="Paris"), ...] (optionally in <|tool_call_start|>)'
     )
@@ -76,9 +82,6 @@ class PythonicFormat(JsonPayloadFormat):
 
         rendered = "<|tool_call_start|>[" + ", ".join(call_text(c) for c in calls) + "]<|tool_call_end|>"
         return join_content(content, rendered)
-
-    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        return "user", f"<|tool_response_start|>{content}<|tool_response_end|>"
 
     def parse_region(self, region: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         body, marked = split_region(self, region)

@@ -22,7 +22,7 @@ from typing import Any
 from tether.calls import ToolCall
 from tether.coercion import value_from_text
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region
-from tether.grammar.formats.base import InlineNameSlot, ParseResult, ToolSpec
+from tether.grammar.formats.base import InlineNameSlot, ParseResult, TemplateMatch, ToolSpec
 from tether.grammar.rescue import clean_leftover, find_json_values, find_tool, make_call
 
 __all__ = ["Qwen3CoderFormat", "parse_xml_calls"]
@@ -110,6 +110,8 @@ def render_xml_call(call: ToolCall) -> str:
 
 class Qwen3CoderFormat(JsonPayloadFormat):
     name = "qwen3_coder"
+    tool_result = ("<tool_response>\n", "\n</tool_response>")
+    detection = (TemplateMatch(40, ("<function=", "<parameter=")),)
     description = (
         "Qwen3-Coder / Qwen3.5: <tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>"
     )
@@ -144,9 +146,6 @@ class Qwen3CoderFormat(JsonPayloadFormat):
 
     def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         return join_content(content, "\n".join(render_xml_call(c) for c in calls))
-
-    def render_tool_result(self, name: str, content: str) -> tuple[str, str]:
-        return "user", f"<tool_response>\n{content}\n</tool_response>"
 
     def parse_region(self, region: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         body, marked = split_region(self, region)
