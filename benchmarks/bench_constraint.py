@@ -1,7 +1,8 @@
 """Layer-0 cost on the bundled model, side by side in one run.
 
-Decode tok/s for the same reply length: unconstrained, names mode, strict mode, and llama.cpp's own GBNF
-grammar from the same JSON schema (``LlamaGrammar.from_json_schema``). Then mask build time for 10 / 100 /
+Decode tok/s for the same reply length: unconstrained, names mode, strict mode, strict with grounded
+arguments (the ``strict`` preset's layer 0), and llama.cpp's own GBNF grammar from the same JSON schema
+(``LlamaGrammar.from_json_schema``). Then mask build time for 10 / 100 /
 1,000 offered tools and the memory held by cached masks.
 Usage: .venv/bin/python -m benchmarks.bench_constraint [--tokens 120] [--rounds 8]
 """
@@ -26,7 +27,9 @@ from tether.engine.prompt import build_prompt
 from tether.engine.template import ChatTemplate
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
+from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.provider import ConstraintProvider
+from tether.turns.layer0 import Layer0, grounding_source
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -124,27 +127,35 @@ def main() -> None:
     )
     ids = engine.tokenize(build_prompt(template, fmt, msgs, TOOLS))
     provider = ConstraintProvider(engine)
-    rates: dict[str, list[float]] = {"off": [], "names": [], "strict": [], "gbnf": []}
-    for mode in ("names", "strict"):  # warm the mask caches (first request pays them)
-        timed(
-            engine,
-            ids,
-            args.tokens,
-            provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True),
-        )
-    cost: dict[str, list[float]] = {"names": [], "strict": []}
-    order = ["off", "names", "strict", "gbnf"]
+
+    def processor(mode: str) -> Any:
+        constrain = "strict" if mode == "grounded" else mode
+        c = provider.constraint(fmt, TOOLS, constrain, prompt_len=len(ids), required=True)  # type: ignore[arg-type]
+        if mode != "grounded":
+            return c
+        # The strict preset's layer 0: the grounding index is built per request, so it is timed too.
+        source = grounding_source(msgs)
+        g = GroundingProcessor(provider.vocab, source, TOOLS, prompt_len=len(ids), opener=b'"arguments":')
+        return Layer0(c, g)
+
+    rates: dict[str, list[float]] = {"off": [], "names": [], "strict": [], "grounded": [], "gbnf": []}
+    for mode in ("names", "strict", "grounded"):  # warm the mask caches (first request pays them)
+        timed(engine, ids, args.tokens, processor(mode))
+    cost: dict[str, list[float]] = {"names": [], "strict": [], "grounded": []}
+    order = ["off", "names", "strict", "grounded", "gbnf"]
     for r in range(args.rounds):
         # Rotate the order every round so a load spike does not always hit the same mode.
-        for mode in order[r % 4 :] + order[: r % 4]:
+        for mode in order[r % 5 :] + order[: r % 5]:
             if mode == "off":
                 rates["off"].append(timed(engine, ids, args.tokens))
             elif mode == "gbnf":
                 rates["gbnf"].append(gbnf_rate(engine, ids, args.tokens))
             else:
-                c = Timed(provider.constraint(fmt, TOOLS, mode, prompt_len=len(ids), required=True))  # type: ignore[arg-type]
+                start = time.perf_counter()
+                c = Timed(processor(mode))
+                built = time.perf_counter() - start
                 rates[mode].append(timed(engine, ids, args.tokens, c))
-                cost[mode].append(c.seconds / max(c.calls, 1))
+                cost[mode].append((c.seconds + built) / max(c.calls, 1))
     base = statistics.median(rates["off"])
     per_token = 1.0 / base
     print(f"{'mode':<10}{'tok/s':>10}{'ratio':>10}{'processor ms/token':>20}{'cost ratio':>12}")

@@ -67,8 +67,8 @@ def embedded_client() -> ModelClient:
     from tether.engine.scheduler import Scheduler
     from tether.grammar.formats import detect_format, get_format
     from tether.grammar.provider import ConstraintProvider
-    from tether.proxy.app import tool_constraint_factory
     from tether.turns.core import ChatCore
+    from tether.turns.layer0 import tool_constraint_factory
 
     engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096)
     core = ChatCore(

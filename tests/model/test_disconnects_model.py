@@ -126,8 +126,8 @@ def test_fault_in_the_constraint_on_the_real_model_is_contained(smollm: LlamaCpp
 
     from tether.engine.base import LogitsProcessor
     from tether.grammar.provider import ConstraintProvider
-    from tether.proxy.app import tool_constraint_factory
     from tether.turns.core import Prepared
+    from tether.turns.layer0 import tool_constraint_factory
 
     real = tool_constraint_factory(ConstraintProvider(smollm))
 

@@ -17,8 +17,8 @@ from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.scheduler import Scheduler
 from tether.grammar.formats import detect_format, get_format
 from tether.grammar.provider import ConstraintProvider
-from tether.proxy.app import tool_constraint_factory
 from tether.turns.core import ChatCore
+from tether.turns.layer0 import tool_constraint_factory
 from tether.workflows import CoreClient, ModelCalled, RunEvent, WorkflowRunner, load_workflow
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "workflow_notes.yaml"

@@ -1,14 +1,18 @@
-"""Incremental stop-string matching over streamed text.
+"""Incremental stop-string matching over streamed text, and the degenerate-repetition stop.
 
 Text that could still be the start of a stop string is held back; everything
 else is released at once, so streaming latency is not hurt by stop strings.
+
+A small model under greedy decoding can fall into a loop ("6-point 6-point 6-point ...")
+that only the context's end stops: minutes of decode for nothing. :class:`RepetitionStop`
+ends a generation whose recent text is one short unit repeated many times over.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["StopMatcher"]
+__all__ = ["RepetitionStop", "StopMatcher"]
 
 
 class StopMatcher:
@@ -53,3 +57,28 @@ class StopMatcher:
                     best = n
                     break
         return best
+
+
+class RepetitionStop:
+    """Feed text deltas; ``looping`` turns true once the last ``span`` characters are one unit of
+    at most ``max_unit`` characters repeated (checked every ``every`` characters, in O(span))."""
+
+    def __init__(self, span: int = 400, max_unit: int = 48, every: int = 32) -> None:
+        self.span, self.max_unit, self.every = span, max_unit, every
+        self._tail = ""
+        self._since = 0
+        self.looping = False
+
+    def feed(self, text: str) -> bool:
+        if self.looping:
+            return True
+        self._tail = (self._tail + text)[-self.span :]
+        self._since += len(text)
+        if self._since >= self.every and len(self._tail) == self.span:
+            self._since = 0
+            self.looping = any(self._periodic(p) for p in range(1, self.max_unit + 1))
+        return self.looping
+
+    def _periodic(self, period: int) -> bool:
+        tail = self._tail
+        return tail[period:] == tail[:-period]

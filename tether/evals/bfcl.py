@@ -33,6 +33,7 @@ __all__ = [
     "AST_CATEGORIES",
     "CATEGORIES",
     "RELEVANCE_CATEGORIES",
+    "SPLITS",
     "BfclItem",
     "BfclScore",
     "decode_message",
@@ -147,12 +148,30 @@ def load_items(category: str) -> list[BfclItem]:
     return items
 
 
-def select(items: Sequence[BfclItem], limit: int | None, seed: int) -> list[BfclItem]:
-    """A fixed seeded subset of ``limit`` items (BFCL order kept); all items when ``limit`` is None."""
+# The published set: 100 items per category drawn with seed 0. Development (tuning) uses the rest.
+TEST_SIZE, TEST_SEED = 100, 0
+SPLITS = ("all", "test", "dev")
+
+
+def _sample(items: Sequence[BfclItem], limit: int | None, seed: int) -> list[BfclItem]:
     if limit is None or limit >= len(items):
         return list(items)
     picked = sorted(random.Random(seed).sample(range(len(items)), limit))
     return [items[i] for i in picked]
+
+
+def select(items: Sequence[BfclItem], limit: int | None, seed: int, split: str = "all") -> list[BfclItem]:
+    """A fixed seeded subset of ``limit`` items (BFCL order kept) of ``split``.
+
+    ``test`` is the published set (``TEST_SIZE`` items per category drawn with ``TEST_SEED``),
+    ``dev`` every other item (what tuning may look at), ``all`` both.
+    """
+    if split not in SPLITS:
+        raise ConfigError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
+    if split != "all":
+        test = {i.id for i in _sample(items, TEST_SIZE, TEST_SEED)}
+        items = [i for i in items if (i.id in test) == (split == "test")]
+    return _sample(items, limit, seed)
 
 
 def decode_message(message: Mapping[str, Any]) -> list[dict[str, Any]]:

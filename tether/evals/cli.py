@@ -73,6 +73,12 @@ def run(
         int | None, typer.Option(help="Seeded subset: at most N items per category / tier.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of the subset and of sampling (run r uses seed + r).")] = 0,
+    split: Annotated[
+        str,
+        typer.Option(
+            help="BFCL items: test (the published 100 per category, seed 0), dev (all others, for tuning) or all."
+        ),
+    ] = "all",
     runs: Annotated[int, typer.Option(min=1, help="Repeat every item this many times.")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Items in flight at once.")] = 1,
     base_url: Annotated[
@@ -127,7 +133,7 @@ def run(
         plans: list[Plan] = []
         for spec in suite:
             name = suite_name(spec)
-            items = load_items(spec, limit=limit, seed=seed)
+            items = load_items(spec, limit=limit, seed=seed, split=split)
             stores = {p: ResultStore(out.replace("{suite}", name).replace("{preset}", p)) for p in presets}
             plans.append((spec, name, items, stores))
         asyncio.run(_run_all(target, plans, presets, runs, seed, concurrency, options, console, progress))

@@ -8,6 +8,7 @@
 ``--limit N`` with ``--seed S`` keeps a fixed seeded subset of N items per
 category (BFCL) or per tier (scenarios), in the suite's own order; categories are
 interleaved round-robin, so a run stopped early has covered each one evenly.
+``--split dev|test`` keeps BFCL's tuning items apart from the published ones.
 """
 
 from __future__ import annotations
@@ -184,12 +185,13 @@ def _interleave(groups: Sequence[Sequence[EvalItem]]) -> list[EvalItem]:
     return out
 
 
-def load_items(spec: str, *, limit: int | None = None, seed: int = 0) -> list[EvalItem]:
-    """The items of a ``--suite`` spec (``bfcl:...`` or ``scenarios[:tiers]``)."""
+def load_items(spec: str, *, limit: int | None = None, seed: int = 0, split: str = "all") -> list[EvalItem]:
+    """The items of a ``--suite`` spec (``bfcl:...`` or ``scenarios[:tiers]``); ``split`` picks BFCL's
+    published ``test`` items, the ``dev`` items tuning may use, or ``all``."""
     kind, _, rest = spec.partition(":")
     if kind == "bfcl":
         per_category = [
-            [BfclEvalItem(i) for i in bfcl.select(bfcl.load_items(category), limit, seed)]
+            [BfclEvalItem(i) for i in bfcl.select(bfcl.load_items(category), limit, seed, split)]
             for category in bfcl.parse_categories(rest)
         ]
         return _interleave(per_category)

@@ -1,4 +1,4 @@
-"""Byte-level automata with hashable states, composed into tool-call grammars.
+"""Byte-level automata with hashable states, composed into tool-call grammars (leaves: :mod:`.atoms`).
 
 Every automaton steps one byte at a time, so a token that crosses from one part
 into the next (``",`` closing a name and starting the arguments) is checked
@@ -16,24 +16,11 @@ import numpy.typing as npt
 
 from tether.grammar.vocab import TokenVocab
 
-__all__ = [
-    "AnyTail",
-    "Automaton",
-    "Choice",
-    "JsonString",
-    "Literal",
-    "NameSwitch",
-    "Seq",
-    "Star",
-    "Ws",
-    "run_bytes",
-]
+__all__ = ["Automaton", "Choice", "NameSwitch", "Seq", "Star", "run_bytes"]
 
 State = Any
 Candidates = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32] | None]
 _EMPTY: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
-
-_WS = frozenset(b" \n\t\r")
 
 
 class Automaton:
@@ -63,6 +50,10 @@ class Automaton:
     def candidates(self, state: State, vocab: TokenVocab) -> Candidates:
         """(sure ids, ids to check by stepping, byte offset to start each check at or None)."""
         return _candidates_default(self, state, vocab)
+
+    def name_slot(self, state: State) -> tuple[NameSwitch, bytes] | None:
+        """The name switch whose name is being written from ``state``, with the name so far."""
+        return None
 
 
 def _candidates_default(a: Automaton, state: State, vocab: TokenVocab) -> Candidates:
@@ -100,41 +91,6 @@ def run_bytes(automaton: Automaton, state: State, data: bytes) -> State | None:
         if state is None:
             return None
     return state
-
-
-class Literal(Automaton):
-    """Exactly ``text``."""
-
-    def __init__(self, text: str | bytes) -> None:
-        self.text = text.encode() if isinstance(text, str) else text
-
-    def start(self) -> State:
-        return 0
-
-    def step(self, state: State, byte: int) -> State | None:
-        return state + 1 if state < len(self.text) and self.text[state] == byte else None
-
-    def is_final(self, state: State) -> bool:
-        return bool(state == len(self.text))
-
-    def first_bytes(self, state: State) -> Iterable[int] | None:
-        return (self.text[state],) if state < len(self.text) else ()
-
-
-class AnyTail(Automaton):
-    """Anything at all: marks the end of a constrained region (the constraint disarms on entry)."""
-
-    def start(self) -> State:
-        return "tail"
-
-    def step(self, state: State, byte: int) -> State | None:
-        return "tail"
-
-    def is_final(self, state: State) -> bool:
-        return True
-
-    def loop_class(self, state: State) -> str | None:
-        return "any"
 
 
 class NameSwitch(Automaton):
@@ -217,6 +173,12 @@ class NameSwitch(Automaton):
         _, chosen, _ = state
         return chosen.decode() if chosen is not None else None
 
+    def name_slot(self, state: State) -> tuple[NameSwitch, bytes] | None:
+        prefix, chosen, sub = state
+        if chosen is None:
+            return self, prefix
+        return self.conts[chosen].name_slot(sub)
+
 
 class Seq(Automaton):
     """Parts in order. A part that may end and rejects the next byte hands it to the next part."""
@@ -282,6 +244,13 @@ class Seq(Automaton):
     def part_index(self, state: State) -> int:
         return int(state[0])
 
+    def name_slot(self, state: State) -> tuple[NameSwitch, bytes] | None:
+        for part, sub in self._frontier(state):
+            found = part.name_slot(sub)
+            if found is not None:
+                return found
+        return None
+
 
 class Choice(Automaton):
     """Any one of ``options``; runs them side by side until the input decides."""
@@ -323,6 +292,13 @@ class Choice(Automaton):
         if len(parts) == 1:
             return parts[0]
         return merge_candidates((_EMPTY, _EMPTY, None), parts)
+
+    def name_slot(self, state: State) -> tuple[NameSwitch, bytes] | None:
+        return self.options[state[0][0]].name_slot(state[0][1]) if len(state) == 1 else None
+
+    def branches(self, state: State) -> frozenset[int]:
+        """The options still alive in ``state``."""
+        return frozenset(k for k, _ in state)
 
 
 class Star(Automaton):
@@ -389,63 +365,10 @@ class Star(Automaton):
             else merge_candidates((_EMPTY, _EMPTY, None), heads)
         )
 
-
-class JsonString(Automaton):
-    """A JSON string literal, quotes included."""
-
-    _ESC = frozenset(b'"\\/bfnrt')
-    _HEX = frozenset(b"0123456789abcdefABCDEF")
-
-    def start(self) -> State:
-        return "open"
-
-    def step(self, state: State, byte: int) -> State | None:
-        if state == "open":
-            return "in" if byte == 0x22 else None
-        if state == "in":
-            if byte == 0x22:
-                return "done"
-            if byte == 0x5C:
-                return "esc"
-            return "in" if byte >= 0x20 else None
-        if state == "esc":
-            if byte == ord("u"):
-                return 4
-            return "in" if byte in self._ESC else None
-        if isinstance(state, int):
-            if byte not in self._HEX:
-                return None
-            return "in" if state == 1 else state - 1
-        return None
-
-    def is_final(self, state: State) -> bool:
-        return bool(state == "done")
-
-    def loop_class(self, state: State) -> str | None:
-        return "jstr" if state == "in" else None
-
-    def first_bytes(self, state: State) -> Iterable[int] | None:
-        if state == "open":
-            return (0x22,)
-        if state == "done":
-            return ()
-        return None
-
-
-class Ws(Automaton):
-    """Optional whitespace (at most ``limit`` bytes)."""
-
-    def __init__(self, limit: int = 4) -> None:
-        self.limit = limit
-
-    def start(self) -> State:
-        return 0
-
-    def step(self, state: State, byte: int) -> State | None:
-        return state + 1 if byte in _WS and state < self.limit else None
-
-    def is_final(self, state: State) -> bool:
-        return True
-
-    def first_bytes(self, state: State) -> Iterable[int] | None:
-        return _WS if state < self.limit else ()
+    def name_slot(self, state: State) -> tuple[NameSwitch, bytes] | None:
+        count, sub = state
+        if sub is not None:
+            found = self.item.name_slot(sub)
+            if found is not None or not self.item.is_final(sub):
+                return found
+        return self.item.name_slot(self.item.start()) if count < self.max_items else None

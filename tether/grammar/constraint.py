@@ -20,6 +20,7 @@ import structlog
 from tether.grammar.automata import Automaton, State
 from tether.grammar.masks import Mask, MaskCache
 from tether.grammar.plan import ConstraintPlan
+from tether.grammar.steering import CallList, Decision, Steering, apply_decision
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["ToolConstraint", "in_tail"]
@@ -53,6 +54,7 @@ class ToolConstraint:
         prompt_len: int,
         *,
         primed: bytes = b"",
+        steering: Steering | None = None,
     ) -> None:
         self.plan = plan
         self.vocab = vocab
@@ -64,6 +66,13 @@ class ToolConstraint:
         self.tail = b""
         self.at_start = True
         self.stats = ConstraintStats()
+        self.steering = steering or Steering()
+        self.decision: Decision | None = None
+        self._name_bias: dict[State, tuple[npt.NDArray[np.int32], npt.NDArray[np.single]] | None] = {}
+        counting = self.steering.end_repeats or self.steering.max_calls is not None
+        self.calls = CallList(self.steering.max_calls) if plan.list_close is not None and counting else None
+        self._closers: npt.NDArray[np.int32] | None = None
+        self._braces: npt.NDArray[np.int32] | None = None
         self._max_marker = max((len(m) for m in plan.markers), default=0)
         if plan.from_start:
             self.stats.armed += 1
@@ -92,12 +101,74 @@ class ToolConstraint:
             self.stats.dead_ends += 1
             log.warning("constraint_dead_end", state=repr(self.state)[:120])
             mask = Mask(allowed=np.asarray(sorted(self.vocab.eos_ids), dtype=np.int32), blocked=None)
-        return mask.apply(logits)
+        logits = mask.apply(logits)
+        steering = self.steering
+        if steering.decide and self.decision is None:
+            split = self.masks.split(self.state)
+            if split is not None:
+                logits, self.decision = apply_decision(logits, *split, steering.call_prior)
+        if steering.name_prior:
+            bias = self._name_bias_at(self.state)
+            if bias is not None:
+                logits[bias[0]] += bias[1]
+        if self.calls is not None:
+            if self.calls.must_end:
+                logits = self._end_list(logits)
+            elif self.calls.inside_call:
+                self._no_overrun(logits)
+        return logits
+
+    def _no_overrun(self, logits: npt.NDArray[np.single]) -> None:
+        """Mask tokens that would finish the list's last call and run on into another one."""
+        assert self.calls is not None
+        if self._braces is None:
+            self._braces = np.asarray(
+                [i for i, p in enumerate(self.vocab.pieces) if b"}" in p], dtype=np.int32
+            )
+        live = self._braces[np.isfinite(logits[self._braces])]
+        pieces = self.vocab.pieces
+        over = [int(t) for t in live if self.calls.overruns(pieces[t])]
+        if over:
+            logits[over] = -np.inf
+
+    def _end_list(self, logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        """Only tokens that close the call list stay allowed (the grammar already allows them here)."""
+        assert self.plan.list_close is not None
+        if self._closers is None:
+            self._closers = self.vocab.ids_starting_with(self.plan.list_close[:1])
+        keep = self._closers[np.isfinite(logits[self._closers])]
+        if keep.size == 0:
+            return logits
+        out = np.full_like(logits, -np.inf)
+        out[keep] = logits[keep]
+        return out
+
+    def _name_bias_at(self, state: State) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.single]] | None:
+        """Where a name starts: each allowed token gets the best prior of the names it can begin."""
+        if state in self._name_bias:
+            return self._name_bias[state]
+        found = None
+        slot = self.automaton.name_slot(state)
+        if slot is not None and slot[1] == b"":
+            prior = {n.encode(): v for n, v in self.steering.name_prior.items()}
+            ids, values = [], []
+            for tid in self.masks.allowed(state).tolist():
+                piece = self.vocab.pieces[tid]
+                fits = [v for n, v in prior.items() if n.startswith(piece) or piece.startswith(n)]
+                if fits:
+                    ids.append(tid)
+                    values.append(max(fits))
+            if ids:
+                found = (np.asarray(ids, dtype=np.int32), np.asarray(values, dtype=np.single))
+        self._name_bias[state] = found
+        return found
 
     def _consume(self, tid: int) -> None:
         self._consume_bytes(self.vocab.pieces[tid] if 0 <= tid < self.vocab.size else b"")
 
     def _advance(self, piece: bytes) -> None:
+        if self.calls is not None:
+            self.calls.feed(piece)
         state = self.state
         for k, b in enumerate(piece):
             nxt = self.automaton.step(state, b)

@@ -89,6 +89,7 @@ class MaskCache:
         self.computed = 0
         self._lock = threading.Lock()
         self._masks: OrderedDict[State, Mask] = OrderedDict()
+        self._splits: dict[State, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None] = {}
 
     def allowed(self, state: State) -> npt.NDArray[np.int32]:
         """Token ids allowed from ``state`` (EOS included when the automaton may end here)."""
@@ -148,6 +149,30 @@ class MaskCache:
             return ids
         kept: npt.NDArray[np.int32] = ids[lengths >= max(inside)]
         return kept
+
+    def split(self, state: State) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None:
+        """At a top-level choice between a tool call (option 0) and a text answer (option 1): the allowed
+        tokens that commit to each; None where no token commits either way yet."""
+        with self._lock:
+            if state in self._splits:
+                return self._splits[state]
+        branches = getattr(self.automaton, "branches", None)
+        found: tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None = None
+        if branches is not None and len(branches(state)) > 1:
+            call: list[int] = []
+            answer: list[int] = []
+            for tid in self.allowed(state).tolist():
+                nxt = run_bytes(self.automaton, state, self.vocab.pieces[tid])
+                alive = branches(nxt) if nxt is not None else frozenset()
+                if alive == {0}:
+                    call.append(tid)
+                elif alive == {1}:
+                    answer.append(tid)
+            if call and answer:
+                found = (np.asarray(call, dtype=np.int32), np.asarray(answer, dtype=np.int32))
+        with self._lock:
+            self._splits[state] = found
+        return found
 
     def mask(self, state: State) -> Mask:
         """The allowed set in its cheapest-to-apply form (see ``Mask``)."""

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal as Lit
 
-from tether.grammar.automata import AnyTail, Automaton, Choice, JsonString, Literal, NameSwitch, Seq, Star, Ws
+from tether.grammar.atoms import AnyTail, JsonString, Literal, Ws
+from tether.grammar.automata import Automaton, Choice, NameSwitch, Seq, Star
 from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ToolCallFormat, ToolSpec, WholeReply
 from tether.grammar.jsonvalue import JsonValue
 from tether.grammar.regex import RegexCompiler
@@ -33,6 +34,7 @@ class ConstraintPlan:
     from_start: bool
     arm_at_start: bool
     strict_args: bool
+    list_close: bytes | None = None  # whole-reply plans: the bytes that close the call list
 
 
 def _args(tool: ToolSpec, mode: Mode, regexes: RegexCompiler) -> Automaton:
@@ -59,7 +61,7 @@ def _whole_reply(
     calls = Seq(Literal(reply.calls_open), call, *more, Literal(reply.calls_close))
     if required:
         return calls
-    answer = Seq(Literal(reply.answer_open), JsonString(), Literal(reply.answer_close))
+    answer = Seq(Literal(reply.answer_open), JsonString(nonempty=True), Literal(reply.answer_close))
     return Choice(calls, answer)
 
 
@@ -106,8 +108,9 @@ def build_plan(
     if not tools:
         raise ValueError("a constraint needs at least one offered tool")
     if fmt.whole_reply is not None:
-        auto = _whole_reply(fmt.whole_reply, tools, mode, regexes, required=required, parallel=parallel)
-        return ConstraintPlan(auto, (), True, False, mode == "strict")
+        reply = fmt.whole_reply
+        auto = _whole_reply(reply, tools, mode, regexes, required=required, parallel=parallel)
+        return ConstraintPlan(auto, (), True, False, mode == "strict", reply.calls_close.encode())
     slot = fmt.name_slot
     if isinstance(slot, JsonNameSlot):
         region, strict = _json_slot(slot, tools, mode, regexes)

@@ -17,6 +17,7 @@ from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.masks import MaskCache
 from tether.grammar.plan import ConstraintPlan, Mode, build_plan, name_choice_plan, schema_plan
 from tether.grammar.regex import RegexCompiler
+from tether.grammar.steering import Steering
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["ConstraintProvider"]
@@ -75,9 +76,10 @@ class ConstraintProvider:
         required: bool = False,
         parallel: bool = True,
         primed: bytes = b"",
+        steering: Steering | None = None,
     ) -> ToolConstraint:
         plan, masks = self.plan(fmt, tools, mode, required=required, parallel=parallel)
-        return ToolConstraint(plan, self.vocab, masks, prompt_len, primed=primed)
+        return ToolConstraint(plan, self.vocab, masks, prompt_len, primed=primed, steering=steering)
 
     def _cached(
         self, key: tuple[object, ...], make: Callable[[], ConstraintPlan]

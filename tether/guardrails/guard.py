@@ -170,15 +170,8 @@ class Guardrails:
         content, calls = view.content, list(view.calls)
         if not calls:
             content, calls = self._rescue(content, offered)
-        mode, _ = _choice(tool_choice)
         steps = guard_steps(
-            calls,
-            offered,
-            self.config,
-            messages,
-            checkers=self._checkers,
-            required=mode in ("required", "named"),
-            can_regenerate=can_regenerate,
+            calls, offered, self.config, messages, checkers=self._checkers, can_regenerate=can_regenerate
         )
         return content, steps
 

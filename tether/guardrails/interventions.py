@@ -11,9 +11,14 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
   ``content``) was kept, or refused as text under a preset without rescue;
 * ``name_resolved`` / ``name_unresolved`` / ``repick``: layers 1 and 2 of name resolution;
 * ``args_coerced`` / ``args_defaulted`` / ``args_repaired`` / ``args_invalid``: argument checks;
-* ``placeholder_dropped`` (a call holding the format prompt's example value, which no message
-  mentions) and ``duplicate_dropped`` (identical to an earlier call in the same reply);
+* ``duplicate_dropped``: a call identical to an earlier call in the same reply;
+* ``call_abstained``: a call whose values the conversation lacks was not made (``strict``,
+  ``tool_choice: auto``, a fresh ask): a wrong guess is worse than no guess;
+* ``answer_redecided``: every call was dropped and nothing was said, so the model answered in text;
+* ``repetition_stopped``: the generation looped on a short unit and was cut (finish ``length``);
 * ``retry``, ``failed``, ``unknown_tool_text``: the retry policy of ``Guardrails``;
+* ``decision_steered``: layer 0 made the reply a call (or an answer) where the model alone leaned
+  the other way, because of how well the offered tools match the request;
 * ``workflow_blocked`` / ``workflow_steered`` / ``workflow_regenerated`` /
   ``workflow_fallback_text``: step enforcement on workflow sessions;
 * ``server_tool`` / ``server_tools_limit``: tools the server ran itself.
@@ -42,11 +47,14 @@ KINDS: frozenset[str] = frozenset(
         "args_defaulted",
         "args_repaired",
         "args_invalid",
-        "placeholder_dropped",
         "duplicate_dropped",
+        "repetition_stopped",
+        "call_abstained",
+        "answer_redecided",
         "retry",
         "failed",
         "unknown_tool_text",
+        "decision_steered",
         "workflow_blocked",
         "workflow_steered",
         "workflow_regenerated",

@@ -6,9 +6,12 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
 1. **rescue gate** — a call that parsing had to repair is refused as text when rescue is off;
 2. **names** — exact, then layer-1 normalization (``resolve_name``), then a layer-2
    constrained re-pick; a name that does not resolve is never dispatched;
-3. **arguments** — the prompt's copied placeholder values, Draft 2020-12 validation with
-   lossless recorded coercions (:mod:`tether.coercion`), then a schema-constrained repair;
-4. **duplicates** — an identical call later in the same reply is dropped.
+3. **arguments** — Draft 2020-12 validation with lossless recorded coercions
+   (:mod:`tether.coercion`), then a schema-constrained repair;
+4. **grounding** — with ``tool_choice: auto`` on a fresh user ask, a call whose values the conversation does not
+   contain is abstained from (:mod:`tether.selection.grounded`): a wrong guess is worse
+   than no guess, and the reply becomes a text answer;
+5. **duplicates** — an identical call later in the same reply is dropped.
 
 The pipeline is written once, without I/O: :func:`guard_steps` is a generator that
 *yields* a :class:`PickName` or :class:`FixArguments` request whenever it needs the model
@@ -33,6 +36,7 @@ from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.names import resolve_name
 from tether.guardrails.policy import invalid_arguments_text
 from tether.guardrails.presets import GuardConfig
+from tether.selection.grounded import Grounding, conversation_text, grounded_share
 
 __all__ = [
     "CallStatus",
@@ -120,35 +124,6 @@ class GuardResult:
         return tuple(c for c, _ in self.checked)
 
 
-def _copied_placeholders(
-    args: Mapping[str, Any], placeholders: Sequence[str | float], messages: Sequence[Message]
-) -> list[str]:
-    """Paths of arguments equal to a placeholder (strings case-insensitively) that no message mentions."""
-    said = "\n".join(m.content for m in messages).casefold()
-    unsaid = [p for p in placeholders if str(p).casefold() not in said]
-    texts = {p.casefold() for p in unsaid if isinstance(p, str)}
-    numbers = [p for p in unsaid if not isinstance(p, str)]
-    found: list[str] = []
-
-    def walk(value: Any, path: str) -> None:
-        if isinstance(value, str):
-            if value.strip().casefold() in texts:
-                found.append(path)
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            if value in numbers:
-                found.append(path)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{path}.{key}" if path else str(key))
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
-                walk(item, f"{path}[{i}]")
-
-    if unsaid:
-        walk(dict(args), "")
-    return found
-
-
 def _key(call: ToolCall) -> str:
     return call.name + "\0" + json.dumps(dict(call.arguments), sort_keys=True, ensure_ascii=False)
 
@@ -163,14 +138,13 @@ def guard_steps(
     messages: Sequence[Message] = (),
     *,
     checkers: Mapping[str, ArgumentChecker] | None = None,
-    placeholders: Sequence[str | float] = (),
-    required: bool = False,
     can_regenerate: bool = False,
+    may_answer: bool = False,
 ) -> Steps:
     """The pipeline over one reply's ``calls``; yields requests when it needs the model again.
 
-    ``placeholders``: the format prompt's example values; ``required``: the request demands a
-    call, so a doubtful one is flagged rather than dropped; ``checkers``: compiled per tool.
+    ``checkers``: argument checkers compiled per tool (built on the fly when not given);
+    ``may_answer``: a text answer would do instead (``tool_choice: auto`` on a fresh user ask).
     """
     by_name = {t.name: t for t in tools}
     names = [t.name for t in tools]
@@ -180,6 +154,7 @@ def guard_steps(
     checked: list[tuple[ToolCall, CallVerdict]] = []
     usage = Usage()
     seen: dict[str, int] = {}
+    spoken: Grounding | None = None  # the conversation, prepared on first use
     for call in calls:
         parse_repairs = [r for r in call.repairs if r not in DECODE_REPAIRS]
         if parse_repairs and not config.rescue:
@@ -224,15 +199,6 @@ def guard_steps(
             continue
         verdict = CallVerdict("ok", written)
         if config.validate:
-            copied = _copied_placeholders(call.arguments, placeholders, history)
-            if copied:
-                # The model had no value and copied the prompt's example: a wrong guess is worse than no
-                # guess (repairing it would only invent another value).
-                detail = f"{', '.join(copied)}: the prompt's example value, not one from the conversation"
-                kind = "args_invalid" if required else "placeholder_dropped"
-                notes.append(Intervention(kind, detail, name, dict(call.arguments), None))
-                if not required:
-                    continue
             checker = (checkers or {}).get(name) or ArgumentChecker(
                 by_name[name].parameters, coerce=config.coerce, fill_defaults=config.fill_defaults
             )
@@ -264,6 +230,13 @@ def guard_steps(
                 nudge = invalid_arguments_text(name, errors, schema=dict(by_name[name].parameters))
                 notes.append(Intervention("args_invalid", nudge, name, dict(call.arguments), None))
                 verdict = CallVerdict("invalid", written, errors)
+        if config.abstain_below > 0 and may_answer:
+            spoken = spoken or Grounding.of(conversation_text(history))
+            share = grounded_share(call.arguments, by_name[name].parameters, spoken)
+            if share is not None and share < config.abstain_below:
+                detail = f"{share:.0%} of its values occur in the conversation"
+                notes.append(Intervention("call_abstained", detail, name, dict(call.arguments), None))
+                continue
         if config.dedupe:
             key = _key(call)
             if key in seen:

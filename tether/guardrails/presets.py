@@ -32,19 +32,34 @@ class GuardConfig:
     dedupe: bool = True  # drop a call identical (name and arguments) to an earlier one in the same reply
     coerce: bool = True  # lossless, recorded coercions while validating (tether.coercion)
     fill_defaults: bool = False  # fill missing properties from schema defaults (recorded)
+    decide: bool = False  # layer 0: the call-or-answer decision with the tools' relevance as a prior
+    steer_names: bool = False  # layer 0: the tools' relevance as a prior on the name slot
+    ground: bool = False  # layer 0: a strong preference for argument values the conversation contains
+    # Layer 0: a fresh ask gets at most one call per item it enumerates (tether.selection.enumeration).
+    cap_calls: bool = False
+    # With tool_choice auto, a call whose extractive values the conversation mostly lacks is not
+    # made (the reply becomes a text answer): the least share of them it must contain (0: off).
+    abstain_below: float = 0.0
+    # When every call is dropped and the reply said nothing, the model is asked for a text answer.
+    redecide: bool = True
 
 
-_OFF = GuardConfig(
-    "off", rescue=False, resolve=False, repick=False, validate=False, repair=False, dedupe=False
-)
+_OFF = GuardConfig("off", rescue=False, resolve=False, repick=False, validate=False, repair=False)
+_OFF = replace(_OFF, dedupe=False, redecide=False)
+
+# Layer 0 decides call-or-answer and steers the name slot with the tools' relevance as priors.
+_DECIDING = GuardConfig("names", decide=True, steer_names=True)
 
 PRESETS: dict[str, GuardConfig] = {
     "bare": _OFF,
     "names": replace(_OFF, constrain="names"),
     "resolve": replace(_OFF, constrain="names", resolve=True, repick=True),
     "rescue": replace(_OFF, constrain="names", resolve=True, repick=True, rescue=True),
-    "full": GuardConfig("names"),
-    "strict": GuardConfig("strict"),
+    "full": _DECIDING,
+    # Single-shot function calling: schema-valid, grounded values, and no call whose values nobody
+    # said (a coding agent's composed values, a file's content, would be abstained from; hence not
+    # in the default preset).
+    "strict": replace(_DECIDING, constrain="strict", ground=True, cap_calls=True, abstain_below=0.5),
 }
 
 

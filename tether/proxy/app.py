@@ -16,7 +16,6 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import ServerConfig
-from tether.engine.base import LogitsProcessor
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.errors import InternalError, InvalidRequestError, TetherError
@@ -35,15 +34,16 @@ from tether.proxy.middleware import (
 from tether.proxy.openai_routes import router as openai_router
 from tether.proxy.sessions import router as sessions_router
 from tether.proxy.state import AppState
-from tether.turns.core import ChatCore, ConstraintFactory, Prepared
+from tether.turns.core import ChatCore, ConstraintFactory
 from tether.turns.events import ChatJob
+from tether.turns.layer0 import tool_constraint_factory
 from tether.turns.regenerate import SchedulerRegenerator
 from tether.turns.stages import CompactionStage, ServerToolsStage, SessionStage, Stage, TurnPipeline
 from tether.workflows.budget import context_budget
 from tether.workflows.loader import load_workflow
 from tether.workflows.sessions import SessionStore
 
-__all__ = ["create_app", "tool_constraint_factory"]
+__all__ = ["create_app"]
 
 log = structlog.get_logger(__name__)
 
@@ -60,25 +60,6 @@ def _validation_param(errors: list[Any]) -> tuple[str, str | None]:
         return "request body is not valid JSON", None
     msg = first.get("msg", "invalid request")
     return (f"{param}: {msg}" if param else msg), param
-
-
-def tool_constraint_factory(provider: ConstraintProvider) -> ConstraintFactory:
-    """Layer 0 for the embedded engine: the request's ``constrain`` mode over its offered tools."""
-
-    def factory(prepared: Prepared) -> LogitsProcessor | None:
-        job = prepared.job
-        if not prepared.tools or job.guard.constrain == "off":
-            return None
-        return provider.constraint(
-            prepared.fmt,
-            prepared.tools,
-            job.guard.constrain,
-            prompt_len=len(prepared.prompt_ids),
-            required=job.tool_choice != "auto",
-            parallel=job.parallel_tool_calls,
-        )
-
-    return factory
 
 
 def create_app(

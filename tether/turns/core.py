@@ -22,7 +22,7 @@ from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
 from tether.engine.processors import chain, sampling_processors
 from tether.engine.prompt import build_prompt
 from tether.engine.scheduler import Scheduler
-from tether.engine.stops import StopMatcher
+from tether.engine.stops import RepetitionStop, StopMatcher
 from tether.engine.template import ChatTemplate
 from tether.errors import ContextOverflowError, FixedPromptTooLargeError, InvalidRequestError
 from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
@@ -49,6 +49,7 @@ class Prepared:
     tools: tuple[ToolSpec, ...]
     prompt_ids: tuple[int, ...]
     params: SamplingParams
+    answer_only: bool = False  # a re-decided turn: only a text answer may come out
 
 
 class ChatCore:
@@ -136,6 +137,8 @@ class ChatCore:
         own = sampling_processors(prepared.params, len(prepared.prompt_ids))
         processor = chain([*own, constraint])  # the constraint last: no bias re-opens a masked token
         stops = StopMatcher(job.stop)
+        looping = RepetitionStop()
+        generated = 0  # tokens seen: a generation cut short (stop string, loop) ends without Done
         detector = StreamDetector(prepared.fmt, prepared.tools) if prepared.tools else None
         calls: list[ToolCall] = []
         started = time.monotonic()
@@ -164,9 +167,13 @@ class ChatCore:
         try:
             async for event in gen:
                 if isinstance(event, Token):
+                    generated += 1
                     for out in route(stops.feed(event.text)):
+                        # Only prose is cut: a call's arguments may legitimately repeat (file content).
+                        if isinstance(out, TextOut):
+                            looping.feed(out.text)
                         yield out
-                    if stops.matched is not None:
+                    if stops.matched is not None or looping.looping:
                         break
                 else:
                     done = event
@@ -183,19 +190,43 @@ class ChatCore:
                     calls.append(ev.call)
         usage = Usage(
             len(prepared.prompt_ids),
-            done.completion_tokens if done else 0,
+            done.completion_tokens if done else generated,
             done.prompt_tokens_evaluated if done else len(prepared.prompt_ids),
         )
         # Calls leave after the generation has released its slot: the guard may need the engine again.
-        checked, extra, notes, guard_usage = await self._guard(prepared, calls)
+        checked, extra, guard_notes, guard_usage = await self._guard(prepared, calls)
+        steered = getattr(constraint, "notes", None)
+        loop_notes = (
+            (Intervention("repetition_stopped", "the reply repeated itself: generation stopped", None),)
+            if looping.looping
+            else ()
+        )
+        notes = (*(steered() if callable(steered) else ()), *loop_notes, *guard_notes)
+        for note in notes[: len(notes) - len(guard_notes)]:
+            self.stats.record(note)
         if extra:
             yield TextOut(("\n" if sent_text else "") + extra)
         for call in checked:
             yield call
         usage = usage + guard_usage
+        if not (checked or sent_text or extra) and self._redecides(prepared):
+            # Nothing is left to say (every call dropped, or nothing parsed): ask for a text answer.
+            note = Intervention("answer_redecided", "no call was left and no text: answered in text", None)
+            self.stats.record(note)
+            async for answered in self.run(self._answer_only(prepared)):
+                if isinstance(answered, FinishOut):
+                    answered = replace(
+                        answered,
+                        usage=usage + answered.usage,
+                        interventions=(*notes, note, *answered.interventions),
+                    )
+                yield answered
+            return
         reason: FinishReason
         if checked:
             reason = "tool_calls"
+        elif looping.looping:
+            reason = "length"  # cut short, as a token limit would have
         elif stops.matched is not None or done is None:
             reason = "stop"
         else:
@@ -212,6 +243,23 @@ class ChatCore:
         )
         yield FinishOut(reason, usage, notes, matched_stop=stops.matched)
 
+    def _redecides(self, prepared: Prepared) -> bool:
+        job = prepared.job
+        return (
+            bool(prepared.tools)
+            and job.tool_choice == "auto"
+            and job.guard.redecide
+            and not prepared.answer_only
+        )
+
+    def _answer_only(self, prepared: Prepared) -> Prepared:
+        """The same turn, answered in text: whole-reply formats keep their prompt (layer 0 forces the
+        answer branch); marker formats are asked without the tools."""
+        if prepared.fmt.whole_reply is not None and prepared.job.guard.constrain != "off":
+            return replace(prepared, answer_only=True)
+        ids = tuple(self.prompt_tokens(self._messages(prepared.job), ()))
+        return replace(self._budget(prepared.job, (), ids), answer_only=True)
+
     async def _guard(
         self, prepared: Prepared, calls: list[ToolCall]
     ) -> tuple[list[ToolCall], str, tuple[Intervention, ...], Usage]:
@@ -225,9 +273,9 @@ class ChatCore:
             prepared.tools,
             job.guard,
             job.messages,
-            placeholders=prepared.fmt.placeholders,
-            required=job.tool_choice != "auto",
             can_regenerate=regenerator is not None,
+            # Abstaining is for a fresh ask: mid-task (after a tool result) the call was already decided.
+            may_answer=job.tool_choice == "auto" and bool(job.messages) and job.messages[-1].role == "user",
         )
         result = await run_guard(steps, regenerator, self.stats)
         names = [t.name for t in prepared.tools]

@@ -38,3 +38,16 @@ def test_split_invariance(seed: int) -> None:
 
 def test_earliest_stop_wins() -> None:
     assert run(["b", "a"], ["xxab"]) == ("xx", "a")
+
+
+def test_repetition_stop_cuts_a_loop_not_varied_text() -> None:
+    from tether.engine.stops import RepetitionStop
+
+    loop = RepetitionStop()
+    fed = ["The score was a 62-point"] + [" 6-point"] * 60
+    assert [loop.feed(t) for t in fed].index(True) > 40  # only once 400 characters repeat
+    varied = RepetitionStop()
+    words = " ".join(f"item{i} costs {i * 7 % 13} dollars;" for i in range(200))
+    assert not any(varied.feed(words[i : i + 5]) for i in range(0, len(words), 5))
+    rule = RepetitionStop()
+    assert not rule.feed("| a | b |\n|" + "---|" * 20)  # a table rule is far shorter than the span

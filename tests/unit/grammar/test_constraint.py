@@ -209,6 +209,13 @@ def test_generic_format_from_first_token_and_text_branch() -> None:
     assert out.startswith('{"')  # prose is not a valid generic reply: the structure is forced
 
 
+def test_generic_text_answer_is_never_empty() -> None:
+    for empty in ('{"response": ""}', '{"response": "  "}'):
+        vocab, c = constraint_for("generic")
+        out, _ = drive(vocab, c, empty)
+        assert json.loads(out)["response"].strip(), out
+
+
 def test_generic_required_has_no_text_branch() -> None:
     vocab, c = constraint_for("generic", required=True)
     out, _ = drive(vocab, c, '{"response": "hi"}')

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.conftest import sse_events
+
 TOOLS = [
     {
         "type": "function",
@@ -116,37 +118,76 @@ async def test_identical_calls_in_one_reply_are_dropped(scripted) -> None:
     assert len(r["choices"][0]["message"]["tool_calls"]) == 5
 
 
-async def test_a_call_holding_the_prompts_placeholder_is_dropped(scripted) -> None:
-    """The generic prompt's example call shows "example" for strings; a model without a value copies it."""
-    copied = call("read_file", {"path": "example", "limit": 2})
-    client, _ = scripted([copied])
-    r = (await client.post("/v1/chat/completions", json=body())).json()
-    message = r["choices"][0]["message"]
-    assert not message.get("tool_calls") and r["choices"][0]["finish_reason"] == "stop"
-    assert kinds(r) == ["placeholder_dropped"]
-    assert "path" in r["tether"]["interventions"][0]["detail"]
-    # A value the conversation mentions is the user's, not the prompt's.
-    said = {**body(), "messages": [{"role": "user", "content": "Show the file named Example"}]}
-    client, _ = scripted([copied])
+async def test_a_call_whose_values_nobody_said_is_abstained_and_answered_in_text(scripted) -> None:
+    """A wrong guess is worse than no guess: with tool_choice auto, a call whose values the
+    conversation lacks is not made, and the model is asked for a text answer instead."""
+    invented = call("read_file", {"path": "/etc/passwd", "limit": 7})
+    client, engines = scripted([invented, "I cannot tell which file you mean."])
+    r = (await client.post("/v1/chat/completions", json=body(preset="strict"))).json()
+    choice = r["choices"][0]
+    assert not choice["message"].get("tool_calls") and choice["finish_reason"] == "stop"
+    assert choice["message"]["content"] == "I cannot tell which file you mean."
+    assert kinds(r) == ["call_abstained", "answer_redecided"]
+    assert r["tether"]["interventions"][0]["detail"] == "0% of its values occur in the conversation"
+    assert len(engines[0].prompts) == 2 and r["usage"]["completion_tokens"] > 0
+    # The same call is made when the conversation holds its values ("a.txt", "seven" lines).
+    said = {
+        **body(preset="strict"),
+        "messages": [{"role": "user", "content": "show /etc/passwd, seven lines"}],
+    }
+    client, _ = scripted([invented])
     r = (await client.post("/v1/chat/completions", json=said)).json()
     assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and kinds(r) == []
-    # When the client demands a call it gets one, flagged.
-    client, _ = scripted([copied])
-    r = (await client.post("/v1/chat/completions", json={**body(), "tool_choice": "required"})).json()
-    assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and kinds(r) == ["args_invalid"]
-    # Its number placeholder (1.5) counts too, in nested values, unless the conversation says it.
-    nested = call("run_command", {"command": "ls", "opts": {"scale": 1.5}})
-    client, _ = scripted([nested])
+    # A client that demands a call gets it: abstaining is only for tool_choice auto.
+    client, _ = scripted([invented])
+    r = (
+        await client.post("/v1/chat/completions", json={**body(preset="strict"), "tool_choice": "required"})
+    ).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and kinds(r) == []
+    # Nor mid-task, after a tool result; nor under the default preset (a coding agent's values are composed).
+    mid = [
+        {"role": "user", "content": "show a file"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "run_command", "arguments": '{"command": "ls"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "notes.md"},
+    ]
+    client, _ = scripted([invented])
+    r = (await client.post("/v1/chat/completions", json={**body(preset="strict"), "messages": mid})).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 1
+    client, _ = scripted([invented])
+    r = (await client.post("/v1/chat/completions", json=body(preset="full"))).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 1
+
+
+async def test_a_reply_left_empty_is_redecided_as_text_never_null(scripted) -> None:
+    """Nothing said and no call left (an empty reply, or every call dropped) must not come back
+    as ``content: null`` without calls: the model is asked for a text answer."""
+    client, engines = scripted(['{"tool_calls": []}', "Which file should I read?"])
     r = (await client.post("/v1/chat/completions", json=body())).json()
-    assert kinds(r) == ["placeholder_dropped"] and "opts.scale" in r["tether"]["interventions"][0]["detail"]
-    said = {**body(), "messages": [{"role": "user", "content": "run ls at scale 1.5"}]}
-    client, _ = scripted([nested])
-    r = (await client.post("/v1/chat/completions", json=said)).json()
-    assert len(r["choices"][0]["message"]["tool_calls"]) == 1
-    # Below "full" arguments are not checked at all.
-    client, _ = scripted([copied])
-    r = (await client.post("/v1/chat/completions", json=body(preset="rescue"))).json()
-    assert len(r["choices"][0]["message"]["tool_calls"]) == 1
+    assert r["choices"][0]["message"]["content"] == "Which file should I read?"
+    assert kinds(r) == ["answer_redecided"] and len(engines[0].prompts) == 2
+    # Streaming gets the same after an abstained call: text deltas, then stop.
+    client, _ = scripted([call("read_file", {"path": "/nowhere/x"}), "Which file should I read?"])
+    request = {**body(preset="strict"), "stream": True}
+    chunks = [
+        e for e in sse_events((await client.post("/v1/chat/completions", json=request)).text) if e != "[DONE]"
+    ]
+    deltas = [c["choices"][0] for c in chunks if c.get("choices")]
+    assert "".join(d["delta"].get("content") or "" for d in deltas) == "Which file should I read?"
+    assert [d["finish_reason"] for d in deltas if d["finish_reason"]] == ["stop"]
+    # bare is the model as it is: no second generation.
+    client, engines = scripted(['{"tool_calls": []}', "never asked"])
+    r = (await client.post("/v1/chat/completions", json=body(preset="bare"))).json()
+    assert len(engines[0].prompts) == 1 and "never asked" not in json.dumps(r)
 
 
 async def test_bare_preset_passes_the_model_output_through(scripted) -> None:
@@ -186,3 +227,15 @@ async def test_health_counts_interventions(scripted) -> None:
     await client.post("/v1/chat/completions", json=body())
     health = (await client.get("/health")).json()
     assert health["interventions"] == {"name_resolved": 1}
+
+
+async def test_a_looping_reply_is_cut_with_finish_length(scripted) -> None:
+    """A greedy small model that repeats itself is stopped long before the context ends."""
+    looping = "The answer is " + "6-point " * 400
+    client, _ = scripted([looping])
+    r = (await client.post("/v1/chat/completions", json={**body(), "tools": None})).json()
+    choice = r["choices"][0]
+    assert choice["finish_reason"] == "length"
+    assert choice["message"]["content"].startswith("The answer is 6-point")
+    assert 0 < r["usage"]["completion_tokens"] < len(looping) // 4  # cut after ~400 of 3,214 characters
+    assert "repetition_stopped" in kinds(r)

@@ -143,8 +143,6 @@ class ToolCallFormat:
         arm_at_start: markerless formats (pythonic, bare JSON): a call may only
             start at the beginning of the assistant message.
         text_envelope: set when plain answers are wrapped in JSON (generic format).
-        placeholders: argument values ``render_tools`` shows in its example call; a call
-            carrying one that the conversation never mentions was copied from the prompt.
         prompt_owns_tools: the format renders the tools and past calls itself even when the
             chat template could (the generic format: its whole-reply JSON is its own).
         detection: how a chat template shows this format (see ``TemplateMatch``).
@@ -160,7 +158,6 @@ class ToolCallFormat:
     name_slot: NameSlot = JsonNameSlot()
     arm_at_start: bool = False
     text_envelope: JsonTextEnvelope | None = None
-    placeholders: tuple[str | float, ...] = ()
     prompt_owns_tools: bool = False
     detection: tuple[TemplateMatch, ...] = ()
     tool_result: tuple[str, str] | None = None

@@ -12,50 +12,15 @@ A reply that is not JSON at all is plain prose (the model ignored the instructio
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from tether.calls import ToolCall
-from tether.coercion import schema_types
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps
 from tether.grammar.formats.base import JsonNameSlot, JsonTextEnvelope, ParseResult, ToolSpec, WholeReply
 from tether.grammar.rescue import armed_region_end, calls_from_value, clean_leftover, find_json_values
 
-__all__ = ["GenericFormat", "example_arguments"]
-
-_STRING_PLACEHOLDER = "example"
-_NUMBER_PLACEHOLDER = 1.5
-_EXAMPLE_BY_TYPE: dict[str, Any] = {
-    "string": _STRING_PLACEHOLDER,
-    "integer": 1,
-    "number": _NUMBER_PLACEHOLDER,
-    "boolean": True,
-    "array": [],
-    "object": {},
-    "null": None,
-}
-
-
-def example_arguments(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """Arguments for the prompt's example call: the required properties (else the first one),
-    valued from ``examples``, ``default``, ``enum`` or the type."""
-    props: Mapping[str, Any] = parameters.get("properties") or {}
-    keys = [k for k in parameters.get("required") or () if k in props] or list(props)[:1]
-    out: dict[str, Any] = {}
-    for key in keys:
-        spec = props[key] if isinstance(props[key], Mapping) else {}
-        if spec.get("examples"):
-            out[key] = spec["examples"][0]
-        elif "default" in spec:
-            out[key] = spec["default"]
-        elif spec.get("enum"):
-            out[key] = spec["enum"][0]
-        else:
-            types = schema_types(spec)
-            out[key] = _EXAMPLE_BY_TYPE.get(types[0] if types else "string", "text")
-    return out
-
+__all__ = ["GenericFormat"]
 
 _REPLY = WholeReply()
 
@@ -69,24 +34,20 @@ class GenericFormat(JsonPayloadFormat):
     name_slot = JsonNameSlot(("name",))
     prompt_owns_tools = True
     text_envelope = JsonTextEnvelope(_REPLY.answer_open + '"', '"' + _REPLY.answer_close)
-    placeholders = (_STRING_PLACEHOLDER, _NUMBER_PLACEHOLDER)  # not 1 or true: too often meant
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
+        # No example values and no placeholder text: a small model copies whatever it is shown
+        # ("example", "YOUR ANSWER"). The grammar holds the shape, so the words only have to say
+        # when to call and where the values come from (wording chosen by measurement, docs/evals.md).
         listing = "\n\n".join(
             f"{t.name}: {t.description or 'No description.'}\nParameters (JSON schema): {dumps(dict(t.parameters))}"
             for t in tools
         )
-        example = tools[0] if tools else ToolSpec("tool_name")
-        call = dumps(
-            {"tool_calls": [{"name": example.name, "arguments": example_arguments(example.parameters)}]}
-        )
         return (
-            "You can use these tools:\n\n" + listing + "\n\n"
-            "Always reply with one JSON object and nothing else.\n"
-            'To use a tool, reply {"tool_calls": [{"name": "TOOL_NAME", "arguments": {...}}]}\n'
-            'To answer with text, reply {"response": "YOUR ANSWER"}\n\n'
-            f"Example tool call:\n{call}\n\n"
-            'Example text answer:\n{"response": "Hello! How can I help you?"}'
+            "You can call these tools:\n\n" + listing + "\n\n"
+            "Reply with one JSON object. If one of the tools does what the user asks, call it with "
+            'the values from the request: {"tool_calls": [{"name": <tool>, "arguments": <object>}]}. '
+            'If no tool fits, answer the user in words: {"response": <text>}.'
         )
 
     def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:

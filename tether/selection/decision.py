@@ -1,0 +1,89 @@
+"""The call-or-answer decision and the name prior, from the conversation and the offered tools.
+
+At the point where a reply becomes a call or an answer, layer 0 calls when
+
+    log_odds + prior >= 0
+
+where ``log_odds`` is the model's own (measured there, in the sampler) and ``prior`` comes
+from how well the offered tools match the request (:mod:`tether.selection.relevance`):
+
+    prior = (coverage_weight * coverage + name_weight * name + offset) / log_odds_weight
+
+the best tool's two relevance numbers, in the units of the model's log-odds. The weights
+are a logistic fit on a development split (``docs/evals.md`` says which items and how);
+they are data here, not rules about any benchmark's wording. When the conversation's last
+message is a tool result (an agent loop), the request's words say little about whether
+the task is done, so the prior is scaled down by ``in_loop_scale``.
+
+The name prior adds ``name_weight`` times each tool's relevance to the first token of its
+name, so the tool the request talks about is preferred among the offered ones. With the
+decision on, the call list also ends at its first exact repeat and after as many calls as
+the request enumerates (:mod:`tether.selection.enumeration`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tether.chat import Message
+from tether.grammar.formats.base import ToolSpec
+from tether.grammar.steering import Steering
+from tether.selection.enumeration import enumerated_items
+from tether.selection.relevance import ToolRelevance, rank_tools
+
+__all__ = ["DecisionModel", "request_text", "steering_for"]
+
+
+@dataclass(frozen=True)
+class DecisionModel:
+    """Weights of the decision and of the name prior (see the module doc)."""
+
+    log_odds_weight: float = 0.46
+    coverage_weight: float = 1.15
+    name_weight: float = 2.07
+    offset: float = -1.89
+    in_loop_scale: float = 0.0
+    tool_prior_weight: float = 2.0
+
+    def prior(self, best: ToolRelevance, *, in_loop: bool) -> float:
+        raw = self.coverage_weight * best.coverage + self.name_weight * best.name + self.offset
+        scale = self.in_loop_scale if in_loop else 1.0
+        return scale * raw / self.log_odds_weight
+
+
+def request_text(messages: Sequence[Message]) -> str:
+    """What the user asked: the last user message (the tools must fit the current request)."""
+    for msg in reversed(messages):
+        if msg.role == "user" and msg.content.strip():
+            return msg.content
+    return ""
+
+
+def steering_for(
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    model: DecisionModel,
+    *,
+    decide: bool,
+    names: bool,
+    cap: bool = False,
+) -> Steering:
+    """Layer 0's steering for one request: the decision prior and, with several tools, the name prior;
+    with ``cap``, a fresh ask gets at most one call per item it enumerates."""
+    if not tools or not (decide or names or cap):
+        return Steering()
+    ranked = rank_tools(request_text(messages), tools)
+    in_loop = bool(messages) and messages[-1].role == "tool"
+    best = max(ranked, key=lambda r: r.score)
+    prior = model.prior(best, in_loop=in_loop) if decide else 0.0
+    name_prior = (
+        {r.tool: model.tool_prior_weight * r.score for r in ranked} if names and len(tools) > 1 else {}
+    )
+    return Steering(
+        call_prior=prior,
+        decide=decide,
+        name_prior=name_prior,
+        max_calls=enumerated_items(request_text(messages)) if cap and not in_loop else None,
+        end_repeats=decide,
+    )

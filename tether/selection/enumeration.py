@@ -1,0 +1,50 @@
+"""How many things a request enumerates: the number of calls a reply should make at most.
+
+"the weather in Paris, London and Berlin" names three places; "factorial of 5, of 3 and
+of 4" three numbers; "four different DNA sequences" says four. A request that enumerates
+nothing asks for one call. The count is a cap on the call list (layer 0 ends it there),
+not a quota: the model may still make fewer calls.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["enumerated_items"]
+
+_ITEM = r"[\w$%°'’.\-/]+(?:\s+[\w$%°'’.\-/]+){0,3}"
+# "A, B, and C" / "A, B and C" / "A and B" / "A or B": items of at most four words each.
+_LIST = re.compile(
+    rf"({_ITEM})((?:\s*,\s*{_ITEM})*)\s*,?\s+(?:and|or|&)\s+(?:then\s+)?({_ITEM})", re.IGNORECASE
+)
+_COUNT_WORDS = {
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+}
+_COUNTED = re.compile(
+    r"\b(two|three|four|five|six|seven|eight|nine|ten|both)\s+(?:different\s+|separate\s+)?\w+", re.I
+)
+_SEQUENCE = re.compile(r"\b(?:first|second|third|fourth|fifth|then|finally|after that|also)\b", re.IGNORECASE)
+_MAX = 10
+
+
+def enumerated_items(text: str) -> int:
+    """The most items any one list (or count word) in ``text`` names; 1 when there is none."""
+    best = 1
+    for m in _LIST.finditer(text):
+        middle = [p for p in m.group(2).split(",") if p.strip()]
+        best = max(best, 2 + len(middle))
+    for m in _COUNTED.finditer(text):
+        word = m.group(1).lower()
+        best = max(best, 2 if word == "both" else _COUNT_WORDS[word])
+    steps = len(_SEQUENCE.findall(text))
+    if steps >= 2:
+        best = max(best, steps)
+    return min(best, _MAX)

@@ -1,0 +1,140 @@
+"""How well each offered tool matches the conversation: a lexical, model-free signal.
+
+The request is reduced to content words (light stemming; ``get_weather`` and
+``getWeather`` become ``get weather``), each weighted by how rare it is in English
+(``wordfreq``'s Zipf scale: "the" weighs nothing, "quadratic" a lot). A tool is
+described by the words of its name, its parameters and its description. Two numbers
+per tool, both in [0, 1]:
+
+* ``coverage`` — the share of the request's weight that the tool's words explain;
+* ``name`` — the share of the tool *name*'s weight that the request mentions.
+
+Numbers, paths and other values do not count: they say nothing about which tool fits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from wordfreq import zipf_frequency
+
+from tether.grammar.formats.base import ToolSpec
+
+__all__ = ["ToolRelevance", "content_words", "rank_tools", "stem", "weight"]
+
+_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_CAMEL = re.compile(
+    r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])"
+)
+_MIN_WEIGHT = 1.0  # words this common ("what", "get", "the") are not evidence
+_FIELD = {"name": 1.0, "param": 0.8, "description": 0.6, "param_description": 0.4}
+
+
+def stem(word: str) -> str:
+    """A light English stem: plurals, -ing, -ed, -ly (enough to match "roots"/"root", "calculating"/"calculate")."""
+    w = word.lower()
+    for suffix, repl, min_len in (
+        ("ies", "y", 5),
+        ("sses", "ss", 5),
+        ("ches", "ch", 5),
+        ("shes", "sh", 5),
+        ("xes", "x", 4),
+        ("ing", "", 6),
+        ("ed", "", 5),
+        ("ly", "", 5),
+        ("s", "", 4),
+    ):
+        if (
+            len(w) >= min_len
+            and w.endswith(suffix)
+            and not (suffix == "s" and w.endswith(("ss", "us", "is")))
+        ):
+            w = w[: len(w) - len(suffix)] + repl
+            break
+    if len(w) > 4 and w.endswith("e"):
+        w = w[:-1]
+    return w
+
+
+@lru_cache(maxsize=65536)
+def weight(word: str) -> float:
+    """How much a word says: 7 minus its Zipf frequency in English, at least 0 (unknown words: 6)."""
+    zipf = zipf_frequency(word.lower(), "en")
+    return 6.0 if zipf == 0 else max(0.0, 7.0 - zipf)
+
+
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` (identifiers split), lowercased, digits-only tokens left out."""
+    out: list[str] = []
+    for chunk in _SPLIT.split(text):
+        for part in _CAMEL.split(chunk):
+            if part and not part.isdigit() and len(part) > 1:
+                out.append(part.lower())
+    return out
+
+
+def _weighted_stems(words: Iterable[str]) -> dict[str, float]:
+    stems: dict[str, float] = {}
+    for w in words:
+        wt = weight(w)
+        if wt >= _MIN_WEIGHT:
+            s = stem(w)
+            stems[s] = max(stems.get(s, 0.0), wt)
+    return stems
+
+
+@dataclass(frozen=True)
+class ToolRelevance:
+    """One tool's match with the request (see the module doc)."""
+
+    tool: str
+    coverage: float
+    name: float
+
+    @property
+    def score(self) -> float:
+        return 0.5 * (self.coverage + self.name)
+
+
+def _tool_fields(tool: ToolSpec) -> dict[str, float]:
+    """Stem → the strongest field it appears in (name, parameter, description, parameter description)."""
+    found: dict[str, float] = {}
+
+    def add(text: str, field: str) -> None:
+        for w in content_words(text):
+            s = stem(w)
+            found[s] = max(found.get(s, 0.0), _FIELD[field])
+
+    add(tool.name, "name")
+    add(tool.description, "description")
+    props: Mapping[str, Any] = tool.parameters.get("properties") or {}
+    for key, spec in props.items():
+        add(key, "param")
+        if isinstance(spec, Mapping):
+            add(str(spec.get("description") or ""), "param_description")
+    return found
+
+
+def rank_tools(request: str, tools: Sequence[ToolSpec]) -> list[ToolRelevance]:
+    """Every tool's relevance to ``request``, in the order of ``tools``."""
+    query = _weighted_stems(content_words(request))
+    total = sum(query.values())
+    out: list[ToolRelevance] = []
+    for tool in tools:
+        fields = _tool_fields(tool)
+        covered = sum(wt * fields[s] for s, wt in query.items() if s in fields)
+        name = _weighted_stems(content_words(tool.name))
+        name_total = sum(name.values())
+        named = sum(wt for s, wt in name.items() if s in query)
+        out.append(
+            ToolRelevance(
+                tool.name,
+                covered / total if total else 0.0,
+                named / name_total if name_total else 0.0,
+            )
+        )
+    return out

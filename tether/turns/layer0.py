@@ -1,0 +1,110 @@
+"""Layer 0 for the embedded engine: the constraint, its steering and grounding, built per request.
+
+``tool_constraint_factory(provider)`` is the core's constraint factory: for a job with
+offered tools and ``constrain`` on, it builds the format's trigger grammar over those tools
+(:mod:`tether.grammar.provider`), with the call-or-answer decision and the name prior the
+preset asks for (:mod:`tether.selection`), and, with ``ground``, the grounding processor
+(:mod:`tether.grammar.grounding`). After the generation, ``notes()`` says what steering did.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from tether.chat import Message
+from tether.engine.base import LogitsProcessor
+from tether.grammar.constraint import ToolConstraint
+from tether.grammar.formats.base import JsonNameSlot
+from tether.grammar.grounding import GroundingProcessor
+from tether.grammar.provider import ConstraintProvider
+from tether.grammar.steering import Steering
+from tether.guardrails.interventions import Intervention
+from tether.selection.decision import DecisionModel, steering_for
+from tether.selection.grounded import conversation_text
+from tether.turns.core import ConstraintFactory, Prepared
+
+__all__ = ["Layer0", "grounding_source", "tool_constraint_factory"]
+
+# Bytes of conversation the grounding index covers (the most recent ones).
+_SOURCE_CHARS = 6000
+
+
+def grounding_source(messages: Sequence[Message]) -> str:
+    """The most recent conversation text argument values may be copied from."""
+    return conversation_text(messages)[-_SOURCE_CHARS:]
+
+
+class Layer0:
+    """The constraint, then grounding; one per generation. ``notes`` reports what steering changed."""
+
+    def __init__(
+        self, constraint: ToolConstraint, grounding: GroundingProcessor | None, *, forced: bool = False
+    ) -> None:
+        self.constraint = constraint
+        self.grounding = grounding
+        self.forced = forced  # the decision was made for it (a re-decided answer): nothing to report
+
+    def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        logits = self.constraint(ids, logits)
+        return self.grounding(ids, logits) if self.grounding is not None else logits
+
+    def notes(self) -> list[Intervention]:
+        out: list[Intervention] = []
+        d = self.constraint.decision
+        if d is not None and d.overridden and not self.forced:
+            chosen = "call a tool" if d.called else "answer in text"
+            detail = f"{chosen}: model log-odds of a call {d.log_odds:+.2f}, relevance prior {d.prior:+.2f}"
+            out.append(Intervention("decision_steered", detail, None, d.log_odds, d.prior))
+        return out
+
+
+def tool_constraint_factory(
+    provider: ConstraintProvider, decision: DecisionModel | None = None, *, grounding_bias: float = 4.0
+) -> ConstraintFactory:
+    """Layer 0 per request: the ``constrain`` mode over the offered tools, steered as the preset says."""
+    model = decision or DecisionModel()
+
+    def factory(prepared: Prepared) -> LogitsProcessor | None:
+        job = prepared.job
+        guard = job.guard
+        if not prepared.tools or guard.constrain == "off":
+            return None
+        required = job.tool_choice != "auto"
+        if prepared.answer_only:
+            steering = Steering(call_prior=-math.inf, decide=True)
+        else:
+            steering = steering_for(
+                job.messages,
+                prepared.tools,
+                model,
+                decide=guard.decide and not required,
+                names=guard.steer_names,
+                cap=guard.cap_calls and not required,
+            )
+        constraint = provider.constraint(
+            prepared.fmt,
+            prepared.tools,
+            guard.constrain,
+            prompt_len=len(prepared.prompt_ids),
+            required=required,
+            parallel=job.parallel_tool_calls,
+            steering=steering,
+        )
+        slot = prepared.fmt.name_slot
+        grounding = None
+        if guard.ground and isinstance(slot, JsonNameSlot):
+            grounding = GroundingProcessor(
+                provider.vocab,
+                grounding_source(job.messages),
+                prepared.tools,
+                prompt_len=len(prepared.prompt_ids),
+                opener=f'"{slot.args_key}":'.encode(),
+                bias=grounding_bias,
+            )
+        return Layer0(constraint, grounding, forced=prepared.answer_only)
+
+    return factory
