@@ -72,7 +72,7 @@ def steering_for(
     """Layer 0's steering for one request: the decision prior and, with several tools, the name prior;
     with ``cap``, a fresh ask gets at most one call per item it enumerates."""
     if not tools or not (decide or names or cap):
-        return Steering()
+        return Steering(end_repeats=True)  # an exact repeat never helps: the list ends there
     ranked = rank_tools(request_text(messages), tools)
     in_loop = bool(messages) and messages[-1].role == "tool"
     best = max(ranked, key=lambda r: r.score)
@@ -85,5 +85,5 @@ def steering_for(
         decide=decide,
         name_prior=name_prior,
         max_calls=enumerated_items(request_text(messages)) if cap and not in_loop else None,
-        end_repeats=decide,
+        end_repeats=True,
     )

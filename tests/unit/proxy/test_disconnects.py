@@ -26,7 +26,7 @@ from tether.turns.stages import ServerToolsStage
 from tether.workflows.tools import python_tool
 
 MODEL = "scripted"
-LONG = "word " * 300
+LONG = " ".join(f"word{i}" for i in range(300)) + " "  # varied: a loop would be cut
 TOOLS = [
     {
         "type": "function",
