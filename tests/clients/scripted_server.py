@@ -38,7 +38,7 @@ def reply_policy(tool: str, arguments: dict[str, Any], final: str, plain: str) -
     """The scripted reply for a prompt (see the module docstring)."""
 
     def reply(prompt: str) -> str:
-        if "You can use these tools:" not in prompt:
+        if "You can call these tools:" not in prompt:
             return plain
         last_user = prompt.rsplit("<|im_start|>user\n", 1)[-1]
         if last_user.startswith("Result of "):

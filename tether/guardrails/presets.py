@@ -47,19 +47,19 @@ class GuardConfig:
 _OFF = GuardConfig("off", rescue=False, resolve=False, repick=False, validate=False, repair=False)
 _OFF = replace(_OFF, dedupe=False, redecide=False)
 
-# Layer 0 decides call-or-answer and steers the name slot with the tools' relevance as priors.
-_DECIDING = GuardConfig("names", decide=True, steer_names=True)
-
 PRESETS: dict[str, GuardConfig] = {
     "bare": _OFF,
     "names": replace(_OFF, constrain="names"),
     "resolve": replace(_OFF, constrain="names", resolve=True, repick=True),
     "rescue": replace(_OFF, constrain="names", resolve=True, repick=True, rescue=True),
-    "full": _DECIDING,
-    # Single-shot function calling: schema-valid, grounded values, and no call whose values nobody
-    # said (a coding agent's composed values, a file's content, would be abstained from; hence not
-    # in the default preset).
-    "strict": replace(_DECIDING, constrain="strict", ground=True, cap_calls=True, abstain_below=0.5),
+    "full": GuardConfig("names"),
+    # Single-shot function calling: the call-or-answer decision and the name prior from the request's
+    # words, schema-valid grounded values, and no call whose values nobody said. Not the default: a
+    # coding agent's request rarely names its tool ("Create hello.txt" for `write`) and its values (a
+    # command, a file's content) are composed, not copied.
+    "strict": GuardConfig(
+        "strict", decide=True, steer_names=True, ground=True, cap_calls=True, abstain_below=0.5
+    ),
 }
 
 
