@@ -73,6 +73,7 @@ class ToolConstraint:
         self.calls = CallList(self.steering.max_calls) if plan.list_close is not None and counting else None
         self._closers: npt.NDArray[np.int32] | None = None
         self._braces: npt.NDArray[np.int32] | None = None
+        self._closings: npt.NDArray[np.int_] = np.zeros(0, dtype=np.int_)
         self._max_marker = max((len(m) for m in plan.markers), default=0)
         if plan.from_start:
             self.stats.armed += 1
@@ -122,10 +123,12 @@ class ToolConstraint:
         """Mask tokens that would finish the list's last call and run on into another one."""
         assert self.calls is not None
         if self._braces is None:
-            self._braces = np.asarray(
-                [i for i, p in enumerate(self.vocab.pieces) if b"}" in p], dtype=np.int32
-            )
-        live = self._braces[np.isfinite(logits[self._braces])]
+            pieces = self.vocab.pieces
+            self._braces = np.asarray([i for i, p in enumerate(pieces) if b"}" in p], dtype=np.int32)
+            self._closings = np.asarray([pieces[i].count(b"}") + pieces[i].count(b"]") for i in self._braces])
+        # Per token, so cheap first: only a token with as many closers as open levels can finish the call.
+        deep = self._braces[self._closings >= self.calls.open_levels]
+        live = deep[np.isfinite(logits[deep])]
         pieces = self.vocab.pieces
         over = [int(t) for t in live if self.calls.overruns(pieces[t])]
         if over:

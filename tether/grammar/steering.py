@@ -80,6 +80,11 @@ class CallList:
         return self._depth > self.level
 
     @property
+    def open_levels(self) -> int:
+        """Brackets still open inside the current call: what a token must close to finish it."""
+        return self._depth - self.level
+
+    @property
     def must_end(self) -> bool:
         """Right after a call, at list level: end the list here."""
         if self._depth != self.level or self._in_string or not self.calls:
