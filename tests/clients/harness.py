@@ -169,6 +169,19 @@ class Server:
                 raise RuntimeError(f"server not healthy after {timeout} s")
             time.sleep(0.2)
 
+    def quiet_offset(self, timeout: float = 60) -> int:
+        """The log's size once no slot is busy and nothing is queued: a client stopped mid-request
+        finishes (and logs) its request here, not inside the next client's window."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status, body = self.get("/health", timeout=2)
+            if status == 200:
+                scheduler = json.loads(body)["scheduler"]
+                if scheduler["busy_slots"] == 0 and scheduler["queue_depth"] == 0:
+                    break
+            time.sleep(0.2)
+        return self.log_path.stat().st_size
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

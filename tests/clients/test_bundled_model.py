@@ -134,7 +134,7 @@ def test_opencode_on_the_bundled_model(request, netns, server, workdir, installe
     keeps calling tools (opencode's step limit only adds a note the model ignores). So those runs are
     stopped after ``AGENT_REQUESTS`` answered requests; what is checked is that every one was answered,
     the tool calls tether returned were executed and their results sent back, and no error surfaced."""
-    offset = server.log_path.stat().st_size
+    offset = server.quiet_offset()
 
     cmd, env = opencode_command(
         server.base,
@@ -155,7 +155,7 @@ def test_opencode_on_the_bundled_model(request, netns, server, workdir, installe
 
 
 def test_continue_cli_on_the_bundled_model(request, netns, server, workdir, installed) -> None:
-    offset = server.log_path.stat().st_size
+    offset = server.quiet_offset()
     cmd, env = cn_command(server.base, MODEL_NAME, "Reply with the word hello.", workdir["home"])
     run = run_agent(netns, server, offset, cmd, env, workdir)
     check_run(request, server, offset, run, "cn")
@@ -168,7 +168,7 @@ def test_continue_cli_on_the_bundled_model(request, netns, server, workdir, inst
 def test_aider_on_the_bundled_model(request, netns, server, workdir, installed) -> None:
     source: Path = workdir["project"] / "hello.py"
     source.write_text('print("hi")\n')
-    offset = server.log_path.stat().st_size
+    offset = server.quiet_offset()
     cmd, env = aider_command(
         server.base,
         MODEL_NAME,
