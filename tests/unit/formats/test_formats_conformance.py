@@ -384,5 +384,11 @@ def test_generic_prompt_shows_nothing_a_model_can_copy_as_a_value() -> None:
         assert copied.casefold() not in prompt.casefold()
     assert '{"tool_calls": [{"name": <tool>, "arguments": <object>}]}' in prompt
     assert '{"response": <text>}' in prompt
-    lines = prompt.splitlines()
-    assert json.loads(lines[3].split("Parameters (JSON schema): ", 1)[1]) == dict(WEATHER.parameters)
+    # The arguments as a signature, not as the JSON schema (which the model copies as its arguments).
+    assert '"type": "object"' not in prompt and '"properties"' not in prompt
+    weather = prompt[prompt.index(f"{W}: {WEATHER.description}") :].split("\n\n", 1)[0].splitlines()
+    assert weather[1:] == [
+        'Arguments: {"city": string, "days": integer, "unit": "celsius" | "fahrenheit"}',
+        "Required: city",
+        "- city: City name",
+    ]

@@ -12,10 +12,12 @@ A reply that is not JSON at all is plain prose (the model ignored the instructio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from tether.calls import ToolCall
+from tether.coercion import schema_types
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps
 from tether.grammar.formats.base import JsonNameSlot, JsonTextEnvelope, ParseResult, ToolSpec, WholeReply
 from tether.grammar.rescue import armed_region_end, calls_from_value, clean_leftover, find_json_values
@@ -23,6 +25,45 @@ from tether.grammar.rescue import armed_region_end, calls_from_value, clean_left
 __all__ = ["GenericFormat"]
 
 _REPLY = WholeReply()
+
+
+def _type_text(spec: Any) -> str:
+    """A parameter's type as a short signature: ``string``, ``"c" | "f"``, ``array of number``."""
+    if not isinstance(spec, Mapping):
+        return "any"
+    if spec.get("enum"):
+        return " | ".join(dumps(v) for v in spec["enum"])
+    types = schema_types(spec)
+    kind = types[0] if types else "any"
+    if kind == "array":
+        return f"array of {_type_text(spec.get('items'))}"
+    if kind == "object" and isinstance(spec.get("properties"), Mapping):
+        return _signature(spec)
+    return kind
+
+
+def _signature(schema: Mapping[str, Any]) -> str:
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return "{}"
+    return "{" + ", ".join(f"{dumps(k)}: {_type_text(v)}" for k, v in props.items()) + "}"
+
+
+def _describe(tool: ToolSpec) -> str:
+    """A tool for the prompt: name, description, the arguments' shape and each argument's notes.
+
+    A signature, not the JSON schema: shown the schema, SmolLM2 copies it (``"type": "object"``)
+    as the arguments."""
+    params = tool.parameters
+    lines = [f"{tool.name}: {tool.description or 'No description.'}", f"Arguments: {_signature(params)}"]
+    props = params.get("properties")
+    required = [k for k in params.get("required") or () if isinstance(props, Mapping) and k in props]
+    if isinstance(props, Mapping) and len(required) < len(props):
+        lines.append("Required: " + (", ".join(required) or "none"))
+    for key, spec in (props or {}).items():
+        if isinstance(spec, Mapping) and spec.get("description"):
+            lines.append(f"- {key}: {spec['description']}")
+    return "\n".join(lines)
 
 
 class GenericFormat(JsonPayloadFormat):
@@ -39,10 +80,7 @@ class GenericFormat(JsonPayloadFormat):
         # No example values and no placeholder text: a small model copies whatever it is shown
         # ("example", "YOUR ANSWER"). The grammar holds the shape, so the words only have to say
         # when to call and where the values come from (wording chosen by measurement, docs/evals.md).
-        listing = "\n\n".join(
-            f"{t.name}: {t.description or 'No description.'}\nParameters (JSON schema): {dumps(dict(t.parameters))}"
-            for t in tools
-        )
+        listing = "\n\n".join(_describe(t) for t in tools)
         return (
             "You can call these tools:\n\n" + listing + "\n\n"
             "Reply with one JSON object. If one of the tools does what the user asks, call it with "
