@@ -384,11 +384,8 @@ def test_generic_prompt_shows_nothing_a_model_can_copy_as_a_value() -> None:
         assert copied.casefold() not in prompt.casefold()
     assert '{"tool_calls": [{"name": <tool>, "arguments": <object>}]}' in prompt
     assert '{"response": <text>}' in prompt
-    # The arguments as a signature, not as the JSON schema (which the model copies as its arguments).
-    assert '"type": "object"' not in prompt and '"properties"' not in prompt
+    # The arguments' shape first (shown only the schema, the model copies it as its arguments), then the schema.
     weather = prompt[prompt.index(f"{W}: {WEATHER.description}") :].split("\n\n", 1)[0].splitlines()
-    assert weather[1:] == [
-        'Arguments: {"city": string, "days": integer, "unit": "celsius" | "fahrenheit"}',
-        "Required: city",
-        "- city: City name",
-    ]
+    assert weather[1] == 'Arguments: {"city": string, "days": integer, "unit": "celsius" | "fahrenheit"}'
+    assert json.loads(weather[2].removeprefix("Schema: ")) == dict(WEATHER.parameters)
+    assert weather[3:] == ["Required: city", "- city: City name"]

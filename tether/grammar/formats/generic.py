@@ -50,12 +50,17 @@ def _signature(schema: Mapping[str, Any]) -> str:
 
 
 def _describe(tool: ToolSpec) -> str:
-    """A tool for the prompt: name, description, the arguments' shape and each argument's notes.
+    """A tool for the prompt: name, description, the arguments' shape, the schema, each argument's notes.
 
-    A signature, not the JSON schema: shown the schema, SmolLM2 copies it (``"type": "object"``)
-    as the arguments."""
+    The signature comes before the schema: shown only the schema, SmolLM2 copies it
+    (``"type": "object"``) as the arguments; shown only the signature, it loses the schema's
+    hints for choosing among tools."""
     params = tool.parameters
-    lines = [f"{tool.name}: {tool.description or 'No description.'}", f"Arguments: {_signature(params)}"]
+    lines = [
+        f"{tool.name}: {tool.description or 'No description.'}",
+        f"Arguments: {_signature(params)}",
+        f"Schema: {dumps(dict(params))}",
+    ]
     props = params.get("properties")
     required = [k for k in params.get("required") or () if isinstance(props, Mapping) and k in props]
     if isinstance(props, Mapping) and len(required) < len(props):
