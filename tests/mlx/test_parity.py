@@ -73,37 +73,55 @@ def test_greedy_tokens_match_llama_cpp(mlx_engine: MlxEngine, llama_engine: Llam
             assert margin(ref_logits[agree]) < NOISE, (question, agree)  # only a near-tie may flip
 
 
-def _resolved_names(engine: Engine, mode: Mode) -> list[str]:
-    """Per case: the name layer 0 lets the model write after ``{"tool_calls": [{"name": "``."""
-    info = engine.info
-    template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
+def _resolved_names(engine: Engine, mode: Mode) -> tuple[list[str], list[float]]:
+    """Per case: the name layer 0 lets the model write, and the margin of its first masked choice."""
+    template = ChatTemplate(engine.info.chat_template)
     fmt, provider = get_format("generic"), ConstraintProvider(engine)
     names: list[str] = []
+    margins: list[float] = []
     for case in CASES:
         prompt = build_prompt(template, fmt, (Message("system", FEW_SHOT), Message("user", case)), TOOLS)
         ids = engine.tokenize(prompt + PREFILL)
         constraint = provider.constraint(
             fmt, TOOLS, mode, prompt_len=len(ids), required=True, primed=PREFILL.encode()
         )
+        seen: list[float] = []
+
+        def recorded(
+            ids: npt.NDArray[np.intc],
+            row: npt.NDArray[np.float32],
+            c: object = constraint,
+            m: list[float] = seen,
+        ) -> npt.NDArray[np.float32]:
+            out: npt.NDArray[np.float32] = c(ids, row)  # type: ignore[operator]
+            if not m:
+                m.append(margin(out))
+            return out
+
         text = ""
-        gen = engine.generate(
-            ids, SamplingParams(max_tokens=12, temperature=0.0), logits_processor=constraint
-        )
+        gen = engine.generate(ids, SamplingParams(max_tokens=12, temperature=0.0), logits_processor=recorded)
         for ev in gen:
             text += ev.text if isinstance(ev, Token) else ""
             if '"' in text:  # the name slot closed: the naming decision is made
                 break
         gen.close()
         names.append(text.split('"')[0])
-    return names
+        margins.append(seen[0] if seen else float("inf"))
+    return names, margins
 
 
 def test_layer0_resolves_the_same_names_per_case(mlx_engine: MlxEngine, llama_engine: LlamaCppEngine) -> None:
     assert len(CASES) >= 50
     offered = {t.name for t in TOOLS}
-    ref, got = _resolved_names(llama_engine, "names"), _resolved_names(mlx_engine, "names")
+    (ref, ref_margins), (got, _) = (
+        _resolved_names(llama_engine, "names"),
+        _resolved_names(mlx_engine, "names"),
+    )
     assert set(ref) <= offered and set(got) <= offered  # 0 non-offered names on both engines
-    assert got == ref
+    # The same name on every case, except where the reference's first choice is a near-tie (as for greedy).
+    differ = [k for k, (a, b) in enumerate(zip(ref, got, strict=True)) if a != b]
+    assert all(ref_margins[k] < NOISE for k in differ), [(k, ref[k], got[k], ref_margins[k]) for k in differ]
+    assert len(differ) <= 2, differ
 
 
 def test_strict_mode_counts_match(mlx_engine: MlxEngine, llama_engine: LlamaCppEngine) -> None:
