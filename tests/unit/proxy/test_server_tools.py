@@ -30,7 +30,8 @@ def app_for(
     config = Settings(
         work_dir=str(tmp_path), server_tools=tools.split(","), permission=permission
     ).to_config()
-    engine = ScriptedEngine(replies)
+    # One scripted token per byte: the seven tools' prompt alone is over 4 KiB.
+    engine = ScriptedEngine(replies, n_ctx=16384)
     app = create_app(config, Scheduler([engine]), server_tools=server_tools(config))
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t"), engine
 
