@@ -64,6 +64,10 @@ async def test_goodbye_gets_a_sensible_text_answer(client: httpx.AsyncClient) ->
         assert len(content.split()) >= 2, (preset, content)
         for copied in ("YOUR ANSWER", "example", "TOOL_NAME", "<text>"):
             assert copied.casefold() not in content.casefold(), (preset, content)
+        # Asked without the tool block: no talk of the format (inside the JSON envelope it answered
+        # "The user asked for a JSON object with a list of tools ...").
+        for leaked in ("json", "tool", '"response"'):
+            assert leaked not in content.casefold(), (preset, content)
 
 
 async def test_named_tool_choice_copies_nothing_from_the_prompt(client: httpx.AsyncClient) -> None:

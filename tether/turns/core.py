@@ -136,6 +136,7 @@ class ChatCore:
         constraint = self.constraint_factory(prepared) if self.constraint_factory else None
         own = sampling_processors(prepared.params, len(prepared.prompt_ids))
         processor = chain([*own, constraint])  # the constraint last: no bias re-opens a masked token
+        steered = getattr(constraint, "notes", None)  # what layer 0's steering did, after the fact
         stops = StopMatcher(job.stop)
         looping = RepetitionStop()
         generated = 0  # tokens seen: a generation cut short (stop string, loop) ends without Done
@@ -144,6 +145,7 @@ class ChatCore:
         started = time.monotonic()
         done: Done | None = None
         sent_text = False
+        answer_plainly = False  # the decision chose a text answer: ask it without the tools
 
         def route(text: str) -> list[TextOut]:
             nonlocal sent_text
@@ -175,10 +177,27 @@ class ChatCore:
                         yield out
                     if stops.matched is not None or looping.looping:
                         break
+                    if not sent_text and getattr(constraint, "answering", False) and self._asks_plainly(job):
+                        answer_plainly = True
+                        break
                 else:
                     done = event
         finally:
             await aclose_quietly(gen)
+        if answer_plainly:
+            notes = tuple(steered()) if callable(steered) else ()
+            for note in notes:
+                self.stats.record(note)
+            usage = Usage(len(prepared.prompt_ids), generated, len(prepared.prompt_ids))
+            async for answered in self.run(self._answer_only(prepared)):
+                if isinstance(answered, FinishOut):
+                    answered = replace(
+                        answered,
+                        usage=usage + answered.usage,
+                        interventions=(*notes, *answered.interventions),
+                    )
+                yield answered
+            return
         for out in route(stops.flush()):
             yield out
         if detector is not None:
@@ -195,7 +214,6 @@ class ChatCore:
         )
         # Calls leave after the generation has released its slot: the guard may need the engine again.
         checked, extra, guard_notes, guard_usage = await self._guard(prepared, calls)
-        steered = getattr(constraint, "notes", None)
         loop_notes = (
             (Intervention("repetition_stopped", "the reply repeated itself: generation stopped", None),)
             if looping.looping
@@ -252,10 +270,22 @@ class ChatCore:
             and not prepared.answer_only
         )
 
+    @staticmethod
+    def _asks_plainly(job: ChatJob) -> bool:
+        """A text answer to a conversation with no tool traffic yet is asked without the tools: the
+        model then answers as the chat model it is, not inside the tool format's JSON envelope."""
+        return bool(job.messages) and not any(m.tool_calls or m.role == "tool" for m in job.messages)
+
     def _answer_only(self, prepared: Prepared) -> Prepared:
-        """The same turn, answered in text: whole-reply formats keep their prompt (layer 0 forces the
-        answer branch); marker formats are asked without the tools."""
-        if prepared.fmt.whole_reply is not None and prepared.job.guard.constrain != "off":
+        """The same turn, answered in text. Marker formats, and any format on a conversation with no
+        tool traffic yet, are asked without the tools; otherwise a whole-reply format keeps its prompt
+        (the tool results stay in the format's shape) and layer 0 forces the answer branch."""
+        job = prepared.job
+        if (
+            prepared.fmt.whole_reply is not None
+            and job.guard.constrain != "off"
+            and not self._asks_plainly(job)
+        ):
             return replace(prepared, answer_only=True)
         ids = tuple(self.prompt_tokens(self._messages(prepared.job), ()))
         return replace(self._budget(prepared.job, (), ids), answer_only=True)

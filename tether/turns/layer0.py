@@ -52,6 +52,12 @@ class Layer0:
         logits = self.constraint(ids, logits)
         return self.grounding(ids, logits) if self.grounding is not None else logits
 
+    @property
+    def answering(self) -> bool:
+        """The call-or-answer decision chose a text answer for a reply it was not told to answer."""
+        d = self.constraint.decision
+        return d is not None and not d.called and not self.forced
+
     def notes(self) -> list[Intervention]:
         out: list[Intervention] = []
         d = self.constraint.decision

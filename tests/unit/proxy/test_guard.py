@@ -239,3 +239,52 @@ async def test_a_looping_reply_is_cut_with_finish_length(scripted) -> None:
     assert choice["message"]["content"].startswith("The answer is 6-point")
     assert 0 < r["usage"]["completion_tokens"] < len(looping) // 4  # cut after ~400 of 3,214 characters
     assert "repetition_stopped" in kinds(r)
+
+
+async def test_a_decided_text_answer_is_asked_without_the_tools(scripted) -> None:
+    """When layer 0's call-or-answer decision picks a text answer on a fresh conversation, the
+    answer comes from the prompt without the tool block (the model answers as a chat model, not
+    inside the format's JSON envelope); the first generation's tokens still count."""
+    request = {
+        "model": "scripted",
+        "messages": [{"role": "user", "content": "Thanks, that is all. Bye!"}],
+        "tools": TOOLS,
+        "tether": {"preset": "strict"},
+    }
+    client, engines = scripted(['{"response": "inside the envelope"}', "Goodbye, have a nice day!"])
+    r = (await client.post("/v1/chat/completions", json=request)).json()
+    message = r["choices"][0]["message"]
+    assert message["content"] == "Goodbye, have a nice day!" and not message.get("tool_calls")
+    prompts = engines[0].prompts
+    assert len(prompts) == 2 and "read_file" in prompts[0] and "read_file" not in prompts[1]
+    assert r["usage"]["completion_tokens"] > len("Goodbye, have a nice day!")  # + the decision's tokens
+    # Streaming: the same text, nothing of the envelope.
+    client, _ = scripted(['{"response": "inside the envelope"}', "Goodbye, have a nice day!"])
+    events = sse_events((await client.post("/v1/chat/completions", json={**request, "stream": True})).text)
+    deltas = [
+        e["choices"][0]["delta"].get("content") or "" for e in events if e != "[DONE]" and e.get("choices")
+    ]
+    assert "".join(deltas) == "Goodbye, have a nice day!"
+    # Without the decision (the default preset) the model's own answer stands: one generation.
+    client, engines = scripted(['{"response": "inside the envelope"}', "never asked"])
+    r = (await client.post("/v1/chat/completions", json={**request, "tether": {"preset": "full"}})).json()
+    assert r["choices"][0]["message"]["content"] == "inside the envelope" and len(engines[0].prompts) == 1
+    # Mid-task (a tool result came back) the answer stays in the format's prompt: one generation.
+    mid = [
+        {"role": "user", "content": "show a.txt"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "hello"},
+    ]
+    client, engines = scripted(['{"response": "It says hello."}', "never asked"])
+    r = (await client.post("/v1/chat/completions", json={**request, "messages": mid})).json()
+    assert r["choices"][0]["message"]["content"] == "It says hello." and len(engines[0].prompts) == 1
