@@ -48,6 +48,16 @@ def body(**tether: Any) -> dict[str, Any]:
     }
 
 
+def mid_task(ask: str, tool: str, args: dict[str, Any], result: str) -> list[dict[str, Any]]:
+    """A conversation in which one call was made and its result came back."""
+    made = {"id": "c1", "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}
+    return [
+        {"role": "user", "content": ask},
+        {"role": "assistant", "content": None, "tool_calls": [made]},
+        {"role": "tool", "tool_call_id": "c1", "content": result},
+    ]
+
+
 def kinds(response: dict[str, Any]) -> list[str]:
     return [i["kind"] for i in response.get("tether", {}).get("interventions", [])]
 
@@ -145,21 +155,7 @@ async def test_a_call_whose_values_nobody_said_is_abstained_and_answered_in_text
     ).json()
     assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and kinds(r) == []
     # Nor mid-task, after a tool result; nor under the default preset (a coding agent's values are composed).
-    mid = [
-        {"role": "user", "content": "show a file"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "run_command", "arguments": '{"command": "ls"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": "notes.md"},
-    ]
+    mid = mid_task("show a file", "run_command", {"command": "ls"}, "notes.md")
     client, _ = scripted([invented])
     r = (await client.post("/v1/chat/completions", json={**body(preset="strict"), "messages": mid})).json()
     assert len(r["choices"][0]["message"]["tool_calls"]) == 1
@@ -270,21 +266,7 @@ async def test_a_decided_text_answer_is_asked_without_the_tools(scripted) -> Non
     r = (await client.post("/v1/chat/completions", json={**request, "tether": {"preset": "full"}})).json()
     assert r["choices"][0]["message"]["content"] == "inside the envelope" and len(engines[0].prompts) == 1
     # Mid-task (a tool result came back) the answer stays in the format's prompt: one generation.
-    mid = [
-        {"role": "user", "content": "show a.txt"},
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "c1",
-                    "type": "function",
-                    "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "c1", "content": "hello"},
-    ]
+    mid = mid_task("show a.txt", "read_file", {"path": "a.txt"}, "hello")
     client, engines = scripted(['{"response": "It says hello."}', "never asked"])
     r = (await client.post("/v1/chat/completions", json={**request, "messages": mid})).json()
     assert r["choices"][0]["message"]["content"] == "It says hello." and len(engines[0].prompts) == 1
