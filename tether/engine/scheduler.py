@@ -120,12 +120,12 @@ class Scheduler:
     def _best_free(self, prompt: Sequence[int]) -> int:
         return max(sorted(self._free), key=lambda i: self.engines[i].cached_prefix_len(prompt))
 
-    def _enqueue(self, prompt: Sequence[int], priority: int, seq: int) -> _Waiter:
+    def _enqueue(self, prompt: Sequence[int], priority: int, seq: int, *, timed: bool = True) -> _Waiter:
         loop = asyncio.get_running_loop()
         waiter = _Waiter(priority, seq, prompt, loop.create_future())
         heapq.heappush(self._waiting, waiter)
         self.stats.max_queue_depth = max(self.stats.max_queue_depth, self.queue_depth)
-        if self.queue_timeout_s is not None:
+        if timed and self.queue_timeout_s is not None:
             limit = self.queue_timeout_s
             timer = loop.call_later(limit, self._expire, waiter, limit)
             waiter.future.add_done_callback(lambda _: timer.cancel())
@@ -333,7 +333,8 @@ class Scheduler:
                 self.stats.preempted += 1
                 if first_evaluated is None:
                     first_evaluated = len(prompt)
-                waiter = self._enqueue([*prompt, *produced], priority, seq)
+                # No queue timeout: a preempted reply has already streamed; it only pauses.
+                waiter = self._enqueue([*prompt, *produced], priority, seq, timed=False)
                 self._release(held)
                 held = None
                 self._maybe_preempt()  # with several slots it may outrank another running generation

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 from tether.calls import ToolCall
 from tether.chat import Message, Usage
+from tether.errors import QueueFullError, QueueTimeoutError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.arguments import ArgumentChecker, FieldError
 from tether.guardrails.interventions import GuardrailStats, Intervention
@@ -256,7 +257,12 @@ async def run_guard(
     try:
         request = next(steps)
         while True:
-            answer = await regenerator.regenerate(request) if regenerator is not None else None
+            try:
+                answer = await regenerator.regenerate(request) if regenerator is not None else None
+            except (QueueFullError, QueueTimeoutError):
+                # No slot for the extra generation: the reply was already written, so the guard goes on
+                # as if the re-pick or repair had found nothing, rather than failing the whole reply.
+                answer = None
             request = steps.send(answer)
     except StopIteration as stop:
         result: GuardResult = stop.value

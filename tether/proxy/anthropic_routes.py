@@ -71,9 +71,9 @@ async def messages(body: MessagesRequest, request: Request) -> JSONResponse | Ev
         events = state.start(job, session_of(request))
         if not body.stream:
             return JSONResponse(await _collect(events, msg_id, body.model))
+        input_tokens = state.core.count_tokens(job)  # before the generation starts: nothing to close
         # Pull the first event before answering, so a full queue is still a 429 (which SDKs retry).
         events = await prime(events)
-        input_tokens = state.core.count_tokens(job)
     except TetherError as exc:
         return _error_response(exc)
     start_usage = {
@@ -82,7 +82,7 @@ async def messages(body: MessagesRequest, request: Request) -> JSONResponse | Ev
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
     }
-    return EventStreamResponse(_stream(events, msg_id, body.model, start_usage))
+    return EventStreamResponse(_stream(events, msg_id, body.model, start_usage), source=events)
 
 
 @router.post("/messages/count_tokens", response_model=None)

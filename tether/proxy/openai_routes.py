@@ -69,7 +69,10 @@ async def chat_completions(
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        return EventStreamResponse(_stream_chat(await prime(events), rid, created, body.model, include_usage))
+        events = await prime(events)
+        return EventStreamResponse(
+            _stream_chat(events, rid, created, body.model, include_usage), source=events
+        )
     reply = await collect(events)
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or (None if reply.calls else "")}
     if reply.calls:
@@ -152,7 +155,9 @@ async def completions(body: CompletionRequest, request: Request) -> JSONResponse
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = await prime(state.core.run(prepared))
-        return EventStreamResponse(_stream_completion(events, rid, created, body.model, include_usage))
+        return EventStreamResponse(
+            _stream_completion(events, rid, created, body.model, include_usage), source=events
+        )
     reply = await collect(state.core.run(prepared))
     text = (prompt if body.echo else "") + reply.text
     return JSONResponse(

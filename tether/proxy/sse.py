@@ -27,16 +27,25 @@ _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class EventStreamResponse(StreamingResponse):
-    """``text/event-stream`` whose body iterator is closed on every exit path."""
+    """``text/event-stream`` whose body iterator, and the turn's ``source`` stream behind it, are
+    closed on every exit path (a body generator that never started cannot close what it wraps)."""
 
-    def __init__(self, content: AsyncIterable[bytes], headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        content: AsyncIterable[bytes],
+        headers: Mapping[str, str] | None = None,
+        *,
+        source: AsyncIterator[TurnEvent] | None = None,
+    ) -> None:
         super().__init__(content, media_type="text/event-stream", headers={**_HEADERS, **(headers or {})})
+        self.source = source
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
             await aclose_quietly(self.body_iterator)
+            await aclose_quietly(self.source)
 
 
 def contain(exc: BaseException) -> TetherError:

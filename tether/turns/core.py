@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from tether.aio import aclose_quietly
+from tether.aio import aclose_quietly, closing_stream
 from tether.calls import ToolCall
 from tether.chat import Message, Usage
 from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
@@ -189,13 +189,7 @@ class ChatCore:
             for note in notes:
                 self.stats.record(note)
             usage = Usage(len(prepared.prompt_ids), generated, len(prepared.prompt_ids))
-            async for answered in self.run(self._answer_only(prepared)):
-                if isinstance(answered, FinishOut):
-                    answered = replace(
-                        answered,
-                        usage=usage + answered.usage,
-                        interventions=(*notes, *answered.interventions),
-                    )
+            async for answered in self._answer_instead(prepared, usage, notes):
                 yield answered
             return
         for out in route(stops.flush()):
@@ -231,13 +225,7 @@ class ChatCore:
             # Nothing is left to say (every call dropped, or nothing parsed): ask for a text answer.
             note = Intervention("answer_redecided", "no call was left and no text: answered in text", None)
             self.stats.record(note)
-            async for answered in self.run(self._answer_only(prepared)):
-                if isinstance(answered, FinishOut):
-                    answered = replace(
-                        answered,
-                        usage=usage + answered.usage,
-                        interventions=(*notes, note, *answered.interventions),
-                    )
+            async for answered in self._answer_instead(prepared, usage, (*notes, note)):
                 yield answered
             return
         reason: FinishReason
@@ -260,6 +248,20 @@ class ChatCore:
             seconds=round(time.monotonic() - started, 3),
         )
         yield FinishOut(reason, usage, notes, matched_stop=stops.matched)
+
+    async def _answer_instead(
+        self, prepared: Prepared, usage: Usage, notes: tuple[Intervention, ...]
+    ) -> AsyncIterator[TurnEvent]:
+        """The turn answered in text by a second generation; the first one's usage and notes lead."""
+        async with closing_stream(self.run(self._answer_only(prepared))) as answers:
+            async for answered in answers:
+                if isinstance(answered, FinishOut):
+                    answered = replace(
+                        answered,
+                        usage=usage + answered.usage,
+                        interventions=(*notes, *answered.interventions),
+                    )
+                yield answered
 
     def _redecides(self, prepared: Prepared) -> bool:
         job = prepared.job
@@ -324,16 +326,28 @@ class ChatCore:
 async def prime(events: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:
     """Pull the first event now, so errors that happen before it (a full queue: 429) keep their status.
 
-    Returns a stream that yields that event and then the rest.
+    Returns a stream that yields that event and then the rest; closing it closes ``events``, also
+    when it was never iterated (a response that ends before its body starts).
     """
-    first = await anext(events)
+    return _Primed(await anext(events), events)
 
-    async def replay() -> AsyncIterator[TurnEvent]:
-        try:
-            yield first
-            async for ev in events:
-                yield ev
-        finally:
-            await aclose_quietly(events)
 
-    return replay()
+class _Primed:
+    """``first``, then the rest of ``events``; ``aclose`` always reaches ``events``."""
+
+    def __init__(self, first: TurnEvent, events: AsyncIterator[TurnEvent]) -> None:
+        self._first: TurnEvent | None = first
+        self._events = events
+
+    def __aiter__(self) -> _Primed:
+        return self
+
+    async def __anext__(self) -> TurnEvent:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        return await anext(self._events)
+
+    async def aclose(self) -> None:
+        self._first = None
+        await aclose_quietly(self._events)

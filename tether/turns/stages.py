@@ -130,13 +130,14 @@ class SessionStage:
             text: list[str] = []
             held: _Held | None = None
             try:
-                async for out in _reply(rest(replace(turn, job=current))):
-                    if isinstance(out, TextOut):
-                        text.append(out.text)
-                        if attempt == 0 or not sent_text:
-                            yield out
-                    else:
-                        held = out
+                async with closing_stream(_reply(rest(replace(turn, job=current)))) as replies:
+                    async for out in replies:
+                        if isinstance(out, TextOut):
+                            text.append(out.text)
+                            if attempt == 0 or not sent_text:
+                                yield out
+                        else:
+                            held = out
             except ContextOverflowError:
                 if attempt == 0:
                     raise
@@ -200,11 +201,12 @@ class ServerToolsStage:
         notes: list[Intervention] = []
         for round_no in range(self.max_rounds):
             held: _Held | None = None
-            async for out in _reply(rest(replace(turn, job=job))):
-                if isinstance(out, TextOut):
-                    yield out
-                else:
-                    held = out
+            async with closing_stream(_reply(rest(replace(turn, job=job)))) as replies:
+                async for out in replies:
+                    if isinstance(out, TextOut):
+                        yield out
+                    else:
+                        held = out
             assert held is not None
             calls, finish = held.calls, held.finish
             usage = usage + finish.usage
@@ -229,7 +231,9 @@ class ServerToolsStage:
                 ),
             )
             log.info("server_tools_round", round=round_no, calls=[c.name for c in mine])
-            job = replace(job, messages=history)
+            # A required or named tool_choice was met by the calls just run; forcing it again would
+            # loop until max_rounds without ever answering.
+            job = replace(job, messages=history, tool_choice="auto")
         notes.append(Intervention("server_tools_limit", f"stopped after {self.max_rounds} rounds"))
         yield FinishOut("length", usage, tuple(notes))
 

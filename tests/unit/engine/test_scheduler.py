@@ -235,6 +235,30 @@ async def test_preempted_generation_resumes_with_identical_output() -> None:
     assert (snap["preempted"], snap["resumed"], snap["completed"], snap["cancelled"]) == (1, 1, 2, 0)
 
 
+async def test_a_preempted_generation_is_not_timed_out_while_it_waits_to_resume() -> None:
+    """The queue timeout is for requests that have not started: a preempted reply has already
+    streamed, so waiting to resume longer than the timeout only pauses it."""
+    low_blocked, low_go = threading.Event(), threading.Event()
+    high_blocked, high_go = threading.Event(), threading.Event()
+    engine = Continuing({"low": (low_blocked, low_go), "high": (high_blocked, high_go)})
+    sched = Scheduler([engine], queue_limit=8, preempt=True, queue_timeout_s=0.05)
+    order: list[str] = []
+    low = asyncio.create_task(collect(sched, "low", 5, order))
+    await asyncio.to_thread(low_blocked.wait, 5)
+    high = asyncio.create_task(collect(sched, "high", 0, order))
+    while sched.queue_depth < 1:
+        await asyncio.sleep(0.005)
+    low_go.set()  # low yields its slot to high, then waits to resume
+    await asyncio.to_thread(high_blocked.wait, 5)
+    await asyncio.sleep(0.2)  # four times the queue timeout
+    high_go.set()
+    (low_text, low_done), (high_text, _) = await asyncio.gather(low, high)
+    assert low_text == expected("low") and low_done.finish_reason == "stop"
+    assert high_text == expected("high")
+    snap = sched.snapshot()
+    assert (snap["preempted"], snap["resumed"], snap["timed_out"]) == (1, 1, 0)
+
+
 async def test_preemption_is_off_by_default() -> None:
     blocked, go = threading.Event(), threading.Event()
     engine = Continuing({"low": (blocked, go)})

@@ -11,7 +11,7 @@ from openai.types.chat import ChatCompletion
 from structlog.testing import capture_logs
 
 from tether.chat import Message
-from tether.errors import FormatError, InvalidRequestError
+from tether.errors import FormatError, InvalidRequestError, QueueFullError, QueueTimeoutError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails import (
     KINDS,
@@ -271,6 +271,32 @@ async def test_repick_answer_is_untrusted(answer: str | None) -> None:
     assert decision.action == "retry"
     assert kinds(decision) == ["repick", "name_unresolved", "retry"]
     assert decision.interventions[0].after is None
+
+
+class BusyRegenerator:
+    """A regenerator whose server has no slot free for the extra generation."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def regenerate(self, request: Any) -> Regenerated:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error", [QueueFullError("busy", retry_after=1), QueueTimeoutError("slow", retry_after=1)]
+)
+async def test_a_busy_server_means_the_repick_found_nothing_not_a_failed_reply(error: Exception) -> None:
+    decision = await Guardrails(TOOLS).acheck(
+        completion(None, [call("open_thing", {})]), regenerator=BusyRegenerator(error)
+    )
+    assert decision.action == "retry"
+    assert kinds(decision) == ["repick", "name_unresolved", "retry"]
+    # Anything else is a fault and is not swallowed.
+    with pytest.raises(RuntimeError):
+        await Guardrails(TOOLS).acheck(
+            completion(None, [call("open_thing", {})]), regenerator=BusyRegenerator(RuntimeError("boom"))
+        )
 
 
 async def test_repick_not_called_when_names_resolve() -> None:

@@ -36,6 +36,15 @@ def app_for(
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t"), engine
 
 
+BROWSER = {
+    "type": "function",
+    "function": {
+        "name": "open_browser",
+        "parameters": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+    },
+}
+
+
 def ask(text: str, **extra: object) -> dict[str, object]:
     return {"model": "scripted", "messages": [{"role": "user", "content": text}], **extra}
 
@@ -55,6 +64,23 @@ async def test_plain_chat_client_gets_a_final_answer(tmp_path: Path) -> None:
     assert r["usage"]["prompt_tokens"] > len(engine.prompts[0])
 
 
+async def test_a_required_tool_choice_is_met_by_the_server_tool_then_the_model_answers(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "notes.txt").write_text("the launch code is 42\n")
+    client, engine = app_for(
+        tmp_path, [call("read_file", {"path": "notes.txt"}), '{"response": "It says 42."}']
+    )
+    async with client:
+        r = await client.post(
+            "/v1/chat/completions",
+            json=ask("what is in notes.txt?", tools=[BROWSER], tool_choice="required"),
+        )
+    body = r.json()
+    assert body["choices"][0]["message"]["content"] == "It says 42.", body
+    assert body["choices"][0]["finish_reason"] == "stop" and len(engine.prompts) == 2
+
+
 async def test_commands_run_inside_the_sandbox(tmp_path: Path) -> None:
     client, engine = app_for(
         tmp_path,
@@ -69,13 +95,7 @@ async def test_commands_run_inside_the_sandbox(tmp_path: Path) -> None:
 
 
 async def test_client_tools_still_pass_through(tmp_path: Path) -> None:
-    client_tool = {
-        "type": "function",
-        "function": {
-            "name": "open_browser",
-            "parameters": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
-        },
-    }
+    client_tool = BROWSER
     client, _ = app_for(tmp_path, [call("open_browser", {"url": "http://x"})])
     async with client:
         r = (await client.post("/v1/chat/completions", json=ask("open x", tools=[client_tool]))).json()
