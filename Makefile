@@ -15,11 +15,13 @@ lint: setup
 	$(VENV)/bin/ruff format --check tether
 	$(VENV)/bin/mypy
 
-# What the whole suite needs beyond `setup`: the MLX engine (and the bundled model converted to MLX) and
-# the real coding clients (opencode, Continue CLI, aider), all project-local and idempotent.
+# What the whole suite needs beyond `setup`: the MLX engine (and the bundled model converted to MLX),
+# the real coding clients (opencode, Continue CLI, aider), all project-local, and headless Chromium
+# (a Debian package) for the dashboard test; all idempotent.
 setup-test: setup
 	scripts/install_mlx.sh
 	scripts/install_clients.sh
+	scripts/install_chromium.sh || echo "setup-test: no Chromium; the dashboard's browser test will skip" >&2
 
 test: setup-test lint
 	$(VENV)/bin/pytest -W error -q -rs --durations=20 $(ARGS)

@@ -7,18 +7,8 @@
 # installed; 2 when it is installed but cannot create namespaces here (see docs/sandbox.md).
 set -euo pipefail
 
-log() { printf 'install_bwrap: %s\n' "$*" >&2; }
-
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo "$@"
-    else
-        log "need root to run: $*"
-        return 1
-    fi
-}
+# shellcheck source=lib/system.sh
+. "$(dirname "$0")/lib/system.sh"
 
 install_bwrap() {
     if command -v apt-get >/dev/null 2>&1; then

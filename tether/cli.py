@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -140,19 +141,37 @@ def serve(
             help=f"Let higher-priority requests preempt running ones. {_default('preempt')}",
         ),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug | info | warning | error")] = "info",
+    log_level: Annotated[
+        str | None, typer.Option(help=f"debug | info | warning | error. {_default('log_level')}")
+    ] = None,
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="TOML file of serve options (see docs/configuration.md). "
+            "(default: ./tether.toml, else $XDG_CONFIG_HOME/tether/tether.toml; env TETHER_CONFIG)",
+            envvar="TETHER_CONFIG",
+            show_envvar=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            help="Profile (a profiles.NAME table) of the config file to apply over its top level. "
+            "(env TETHER_PROFILE)",
+            envvar="TETHER_PROFILE",
+            show_envvar=False,
+        ),
+    ] = None,
 ) -> None:
     """Start the OpenAI- and Anthropic-compatible server on an embedded engine.
 
-    Every option may also come from a TETHER_<NAME> environment variable (TETHER_CTX=4096);
-    an option given on the command line wins over the environment.
+    Every option may also come from a TETHER_<NAME> environment variable (TETHER_CTX=4096)
+    or a tether.toml file; the command line wins over the environment, which wins over the file.
     """
-    from pydantic import ValidationError
-
-    from tether.config import Settings
+    from tether.config_file import resolve
     from tether.logging import configure_logging
 
-    configure_logging(log_level)
     given: dict[str, Any] = {
         "model": model,
         "engine": engine,
@@ -175,17 +194,15 @@ def serve(
         "workflow": workflow or None,
         "compaction": compaction,
         "preempt": preempt,
+        "log_level": log_level,
     }
     try:
-        settings = Settings(**{k: v for k, v in given.items() if v is not None})
+        settings = resolve(given, config_file=config_file, profile=profile).settings
         config = settings.to_config()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        _fail(f"--{'-'.join(str(p) for p in first['loc']).replace('_', '-')}: {first['msg']}")
-        return
     except TetherError as exc:
         _fail(exc.message)
         return
+    configure_logging(settings.log_level)
     try:
         from tether.server import build_app, run_server
 
@@ -232,11 +249,15 @@ def gguf_to_mlx_command(
 
 
 def _register_subcommands() -> None:
+    from tether.config_cli import make_config_app
     from tether.evals.cli import eval_app
     from tether.grammar.formats.cli import formats_app
+    from tether.launch.cli import launch_command
 
+    app.command("launch", context_settings={"help_option_names": ["-h", "--help"]})(launch_command)
     app.add_typer(formats_app, name="formats", help="List tool-call formats or detect one from a GGUF.")
     app.add_typer(eval_app, name="eval")
+    app.add_typer(make_config_app(serve), name="config", help="Show the effective serve configuration.")
 
 
 _register_subcommands()

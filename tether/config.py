@@ -37,7 +37,7 @@ class ServerConfig:
     n_threads: int | None = None
     tool_format: str | None = None
     constrain: ConstrainMode = "names"
-    preset: str = "full"
+    preset: str = "strict"
     max_body_bytes: int = 8 * 1024 * 1024
     default_temperature: float = 0.8
     default_max_tokens: int | None = None
@@ -48,6 +48,7 @@ class ServerConfig:
     workflows: tuple[str, ...] = ()
     session_ttl_s: float = 3600.0
     max_sessions: int = 1024
+    responses_store: int = 256
     compaction: bool = False
     preempt: bool = False
     queue_timeout_s: float | None = 300.0
@@ -68,7 +69,8 @@ class Settings(BaseSettings):
 
     Values given as keyword arguments (the CLI passes only the flags a user typed) win over the
     environment, which wins over the defaults. List fields read comma-separated text
-    (``TETHER_SERVER_TOOLS=read_file,grep``) or JSON.
+    (``TETHER_SERVER_TOOLS=read_file,grep``) or JSON. ``tether.config_file`` adds a
+    ``tether.toml`` source below the environment.
     """
 
     model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore")
@@ -85,7 +87,7 @@ class Settings(BaseSettings):
     threads: int | None = Field(default=None, ge=1)
     tool_format: str | None = None
     constrain: ConstrainMode | None = None
-    preset: Literal["bare", "names", "resolve", "rescue", "full", "strict"] = "full"
+    preset: Literal["bare", "names", "resolve", "rescue", "full", "strict"] = "strict"
     max_body_mb: float = Field(default=8.0, gt=0)
     temperature: float = Field(default=0.8, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
@@ -95,10 +97,14 @@ class Settings(BaseSettings):
     workflow: Annotated[list[str], NoDecode] = Field(default_factory=list)
     session_ttl_s: float = Field(default=3600.0, gt=0)
     max_sessions: int = Field(default=1024, ge=1)
+    responses_store: int = Field(
+        default=256, ge=0, description="responses kept for previous_response_id (0: none)"
+    )
     compaction: bool = False
     preempt: bool = False
     queue_timeout: float = Field(default=300.0, ge=0, description="seconds; 0 waits without limit")
     shutdown_grace: float = Field(default=5.0, ge=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"  # the CLI's, not the app's
 
     @field_validator("model_alias", "server_tools", "workflow", mode="before")
     @classmethod
@@ -143,6 +149,7 @@ class Settings(BaseSettings):
             workflows=tuple(self.workflow),
             session_ttl_s=self.session_ttl_s,
             max_sessions=self.max_sessions,
+            responses_store=self.responses_store,
             compaction=self.compaction,
             preempt=self.preempt,
             queue_timeout_s=self.queue_timeout or None,

@@ -23,6 +23,7 @@ __all__ = [
     "QueueFullError",
     "QueueTimeoutError",
     "RequestCancelledError",
+    "ResponseNotFoundError",
     "SandboxError",
     "ShuttingDownError",
     "TetherError",
@@ -123,6 +124,14 @@ class ModelNotFoundError(TetherError):
     status = 404
     error_type = "invalid_request_error"
     code = "model_not_found"
+
+
+class ResponseNotFoundError(TetherError):
+    """A Responses API request names a response id this server does not hold (never made, or evicted)."""
+
+    status = 404
+    error_type = "invalid_request_error"
+    code = "response_not_found"
 
 
 class PayloadTooLargeError(TetherError):

@@ -9,20 +9,16 @@ import httpx
 import pytest
 
 from tests.conftest import sse_events
+from tests.support.asgi import asgi_client
 from tether.config import ServerConfig
 from tether.engine.llama_cpp import LlamaCppEngine
-from tether.engine.scheduler import Scheduler
-from tether.proxy.app import create_app
 
 MODEL = "smollm2-135m-instruct"
 
 
 @pytest.fixture
 async def client(smollm: LlamaCppEngine) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(ServerConfig(constrain="strict"), Scheduler([smollm]))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=120
-    ) as c:
+    async with asgi_client(smollm, ServerConfig(constrain="strict"), timeout=120) as c:
         yield c
 
 

@@ -9,10 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.asgi import asgi_client
 from tether.config import ServerConfig
 from tether.engine.llama_cpp import LlamaCppEngine
-from tether.engine.scheduler import Scheduler
-from tether.proxy.app import create_app
 
 MODEL = "smollm2-135m-instruct"
 
@@ -34,10 +33,7 @@ WEATHER = tool("get_weather", "Current weather for a city", city={"type": "strin
 
 @pytest.fixture
 async def client(smollm: LlamaCppEngine) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(ServerConfig(), Scheduler([smollm]))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=300
-    ) as c:
+    async with asgi_client(smollm, ServerConfig(), timeout=300) as c:
         yield c
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.serve import capture_serve
 from tether.cli import app
-from tether.config import Settings, is_loopback
+from tether.config import ServerConfig, Settings, is_loopback
 from tether.errors import ConfigError
 
 
@@ -53,7 +54,7 @@ ENV_CASES = [
     ("TETHER_SHUTDOWN_GRACE", "2", "shutdown_grace_s", 2.0),
     ("TETHER_THREADS", "1", "n_threads", 1),
     ("TETHER_TOOL_FORMAT", "hermes", "tool_format", "hermes"),
-    ("TETHER_PRESET", "strict", "preset", "strict"),
+    ("TETHER_PRESET", "full", "preset", "full"),
     ("TETHER_CONSTRAIN", "off", "constrain", "off"),
     ("TETHER_ENGINE", "llama", "engine", "llama"),
     ("TETHER_MODEL", "/models/x.gguf", "model_path", "/models/x.gguf"),
@@ -67,18 +68,9 @@ ENV_CASES = [
 
 
 @pytest.fixture
-def captured(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+def captured(monkeypatch: pytest.MonkeyPatch) -> list[ServerConfig]:
     """``tether serve`` up to the point where it would load the model: the ``ServerConfig`` it built."""
-    import tether.server
-
-    seen: list[object] = []
-
-    def build_app(config: object, **_: object) -> object:
-        seen.append(config)
-        return object()
-
-    monkeypatch.setattr(tether.server, "build_app", build_app)
-    monkeypatch.setattr(tether.server, "run_server", lambda app, config: None)
+    seen = capture_serve(monkeypatch)
     for name in {case[0] for case in ENV_CASES} | {"TETHER_SERVER_TOOLS", "TETHER_WORK_DIR"}:
         monkeypatch.delenv(name, raising=False)
     return seen
@@ -127,7 +119,8 @@ def test_command_line_wins_over_the_environment(
 def test_defaults_without_environment(captured: list[object]) -> None:
     assert CliRunner().invoke(app, ["serve"]).exit_code == 0
     config = captured[0]
-    assert (config.n_ctx, config.slots, config.preset) == (8192, 1, "full")
+    assert (config.n_ctx, config.slots, config.preset) == (8192, 1, "strict")
+    assert config.constrain == "strict"  # the default preset brings its layer-0 mode
 
 
 def test_bad_environment_value_is_a_one_line_error(

@@ -26,6 +26,8 @@ __all__ = [
     "LogitsProcessor",
     "SamplingParams",
     "Token",
+    "TokenChoice",
+    "TokenLogprob",
 ]
 
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -50,6 +52,8 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    # None: no log-probabilities (no per-token work); N: each token's, with the N most likely (0..20).
+    logprobs: int | None = None
 
 
 @dataclass(frozen=True)
@@ -69,11 +73,31 @@ class EngineInfo:
 
 
 @dataclass(frozen=True)
+class TokenChoice:
+    """One vocabulary entry, its raw bytes and its log-probability."""
+
+    id: int
+    piece: bytes
+    logprob: float
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A sampled token's log-probability and the most likely tokens at its step, most likely first
+    (:mod:`tether.engine.logprobs` says which distribution)."""
+
+    chosen: TokenChoice
+    top: tuple[TokenChoice, ...]
+
+
+@dataclass(frozen=True)
 class Token:
-    """One sampled token and the text it completes (``""`` while a UTF-8 sequence is split)."""
+    """One sampled token and the text it completes (``""`` while a UTF-8 sequence is split);
+    ``logprob`` only when ``SamplingParams.logprobs`` asked for it."""
 
     id: int
     text: str
+    logprob: TokenLogprob | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +160,8 @@ class Generation:
 
 class ContextEngine:
     """Base for engines that own one inference context: ``generate`` refuses overlapping use (a
-    scheduler bug) and runs the subclass's ``_generate``, which ends in ``token_loop``."""
+    scheduler bug) and runs the subclass's ``_generate``, which ends in ``token_loop``. Asked for
+    log-probabilities, it chains the one recorder after the engine's processors, for every engine."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -156,9 +181,18 @@ class ContextEngine:
                 "engine context is busy: the scheduler must not run two generations on one slot"
             )
         try:
-            yield from self._generate(Generation(list(prompt), params, logits_processor, cancel))
+            run = Generation(list(prompt), params, logits_processor, cancel)
+            if params.logprobs is None:
+                yield from self._generate(run)
+            else:
+                from tether.engine.logprobs import recorded
+
+                yield from recorded(run, self._generate, self.token_pieces())
         finally:
             self._lock.release()
+
+    def token_pieces(self) -> list[bytes]:
+        raise NotImplementedError
 
     def _generate(self, run: Generation) -> Iterator[GenerationEvent]:
         raise NotImplementedError

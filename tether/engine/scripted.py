@@ -1,9 +1,10 @@
 """A deterministic engine that replays scripted replies, for testing the proxy (not the model).
 
 Its vocabulary is the 256 byte values plus an end token. Replies come from a list
-or a callable over the prompt text. When a logits processor is attached, the
-scripted token gets the top logit and the processor may override it, so
-constraints can be exercised deterministically.
+or a callable over the prompt text. When a logits processor is attached (a constraint,
+``logit_bias``, or the log-probability recorder), the logits are fixed: 10 for the scripted
+token, 0 for every other, and the processor may override them; the sampled token is the
+argmax (lowest id on ties), so constraints and log-probabilities are deterministic.
 """
 
 from __future__ import annotations

@@ -9,12 +9,10 @@ reshapes the errors raised before a route runs (auth, body limit, validation).
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-from starlette.types import Message as AsgiMessage
+from starlette.types import ASGIApp
 
 from tether.calls import ToolCall
 from tether.chat import Message, Usage
@@ -23,6 +21,7 @@ from tether.errors import ContextOverflowError, InvalidRequestError, TetherError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.anthropic_schema import AnthropicMessageIn, CountTokensRequest, MessagesRequest
+from tether.proxy.middleware import ErrorShapeMiddleware
 from tether.proxy.wire import check_history, flatten_text, guard_for, stop_strings, tool_specs
 from tether.turns.events import ChatJob, FinishOut, ToolChoice
 
@@ -62,7 +61,7 @@ def anthropic_error(exc: TetherError) -> dict[str, Any]:
     message = exc.message
     if isinstance(exc, ContextOverflowError):
         message = f"prompt is too long: {exc.prompt_tokens} tokens > {exc.n_ctx} maximum. {exc.message}"
-    return {"type": "error", "error": {"type": error_type(exc.status), "message": message}}
+    return _error_body(exc.status, message)
 
 
 def tool_use_id(call_id: str) -> str:
@@ -213,56 +212,12 @@ def job_from_anthropic(
     )
 
 
-class AnthropicErrorMiddleware:
-    """Reshapes OpenAI-shaped JSON errors on ``/v1/messages`` paths into Anthropic's shape.
-
-    Errors raised before a route runs (auth, body limit, request validation, unknown
-    paths) are written by the shared handlers in OpenAI's shape; this keeps their
-    status and message and changes only the envelope. Bodies already in Anthropic's
-    shape, and every non-error response (streams included), pass through untouched.
-    """
+class AnthropicErrorMiddleware(ErrorShapeMiddleware):
+    """Errors raised before a ``/v1/messages`` route runs (auth, body limit, validation), in Anthropic's shape."""
 
     def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = str(scope.get("path", ""))
-        if scope["type"] != "http" or not (path == MESSAGES_PATH or path.startswith(MESSAGES_PATH + "/")):
-            await self.app(scope, receive, send)
-            return
-        held: dict[str, Any] = {}
-        chunks: list[bytes] = []
-
-        async def reshaping_send(message: AsgiMessage) -> None:
-            if message["type"] == "http.response.start":
-                headers = dict(message.get("headers") or [])
-                is_json = headers.get(b"content-type", b"").startswith(b"application/json")
-                if message["status"] >= 400 and is_json:
-                    held["start"] = message
-                    return
-            elif message["type"] == "http.response.body" and "start" in held:
-                chunks.append(message.get("body", b""))
-                if message.get("more_body", False):
-                    return
-                await _send_reshaped(send, held["start"], b"".join(chunks))
-                return
-            await send(message)
-
-        await self.app(scope, receive, reshaping_send)
+        super().__init__(app, prefix=MESSAGES_PATH, shape=_error_body)
 
 
-async def _send_reshaped(send: Send, start: AsgiMessage, body: bytes) -> None:
-    status = int(start["status"])
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and data.get("type") != "error" and isinstance(data.get("error"), dict):
-        message = str(data["error"].get("message") or "error")
-        body = json.dumps(
-            {"type": "error", "error": {"type": error_type(status), "message": message}}
-        ).encode()
-    headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({**start, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _error_body(status: int, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type(status), "message": message}}

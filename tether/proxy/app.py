@@ -21,17 +21,26 @@ from tether.engine.template import ChatTemplate
 from tether.errors import InternalError, InvalidRequestError, TetherError
 from tether.grammar.formats import detect_format, get_format
 from tether.grammar.provider import ConstraintProvider
+from tether.guardrails.interventions import GuardrailStats
 from tether.guardrails.pipeline import Regenerator
 from tether.guardrails.presets import PRESETS
 from tether.proxy.anthropic_routes import AnthropicErrorMiddleware
 from tether.proxy.anthropic_routes import router as anthropic_router
+from tether.proxy.dashboard import router as dashboard_router
+from tether.proxy.metrics import MetricsMiddleware
+from tether.proxy.metrics import router as metrics_router
 from tether.proxy.middleware import (
     AuthMiddleware,
     BodyLimitMiddleware,
     DisconnectMiddleware,
     RequestContextMiddleware,
 )
+from tether.proxy.ollama_convert import OllamaErrorMiddleware
+from tether.proxy.ollama_routes import router as ollama_router
 from tether.proxy.openai_routes import router as openai_router
+from tether.proxy.recorder import Recorder
+from tether.proxy.responses_routes import router as responses_router
+from tether.proxy.responses_store import ResponseStore
 from tether.proxy.sessions import router as sessions_router
 from tether.proxy.state import AppState
 from tether.turns.core import ChatCore, ConstraintFactory
@@ -84,12 +93,16 @@ def create_app(
     def regenerator(job: ChatJob) -> Regenerator:
         return SchedulerRegenerator(scheduler, template, provider, fmt, priority=job.priority)
 
+    stats = GuardrailStats()
+    recorder = Recorder(scheduler, stats)  # /metrics and /ui (docs/observability.md)
     core = ChatCore(
         scheduler,
         fmt,
         default_max_tokens=config.default_max_tokens,
         constraint_factory=constraint_factory,
         regenerator=regenerator,
+        stats=stats,
+        on_generation=recorder.generation,
     )
     default_guard = replace(PRESETS[config.preset], constrain=config.constrain)
     sessions = SessionStore(
@@ -99,6 +112,7 @@ def create_app(
     )
     stages: list[Stage] = [SessionStage(sessions)]
     if server_tools is not None:
+        server_tools.on_run = recorder.server_tool_run
         stages.append(server_tools)
     if config.compaction:
         stages.append(CompactionStage(core))
@@ -121,12 +135,18 @@ def create_app(
         pipeline=TurnPipeline(core, stages),
         default_guard=default_guard,
         sessions=sessions,
+        recorder=recorder,
         server_tools=server_tools,
         context_budget=budget,
+        responses=ResponseStore(config.responses_store),
     )
     app.include_router(openai_router)
     app.include_router(anthropic_router)
     app.include_router(sessions_router)
+    app.include_router(metrics_router)
+    app.include_router(dashboard_router)
+    app.include_router(ollama_router)
+    app.include_router(responses_router)
 
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:
@@ -166,6 +186,8 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(AuthMiddleware, api_key=config.api_key)
     app.add_middleware(AnthropicErrorMiddleware)  # outside auth and body limit: their errors too
+    app.add_middleware(OllamaErrorMiddleware)
+    app.add_middleware(MetricsMiddleware, recorder=recorder)  # outside auth: refusals count too
     app.add_middleware(
         CORSMiddleware,
         allow_origin_regex=r"https?://(localhost|127\.0\.0\.1)(:\d+)?",

@@ -86,8 +86,11 @@ def job_from_openai(
         raise InvalidRequestError(
             "response_format json_schema is not supported yet; use json_object", param="response_format.type"
         )
-    if req.logprobs or req.top_logprobs:
-        raise InvalidRequestError("logprobs are not supported yet", param="logprobs")
+    if req.top_logprobs is not None and not req.logprobs:
+        raise InvalidRequestError(
+            "top_logprobs needs logprobs: true (set logprobs to true to get log-probabilities)",
+            param="top_logprobs",
+        )
     temperature = default_temperature if req.temperature is None else req.temperature
     params = SamplingParams(
         temperature=temperature,
@@ -96,6 +99,7 @@ def job_from_openai(
         logit_bias=_logit_bias(req.logit_bias, n_vocab),
         presence_penalty=req.presence_penalty or 0.0,
         frequency_penalty=req.frequency_penalty or 0.0,
+        logprobs=(req.top_logprobs or 0) if req.logprobs else None,
     )
     options = req.tether
     guard = guard_for(

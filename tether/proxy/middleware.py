@@ -1,4 +1,5 @@
-"""Pure ASGI middleware: request ids and logging, API-key auth, request-body limit, disconnects.
+"""Pure ASGI middleware: request ids and logging, API-key auth, request-body limit, disconnects,
+and re-wrapping errors in another protocol's shape.
 
 Pure ASGI (not ``BaseHTTPMiddleware``) so streaming responses and client
 disconnects pass straight through.
@@ -10,6 +11,9 @@ import hmac
 import json
 import secrets
 import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs
 
 import anyio
 import structlog
@@ -22,6 +26,7 @@ __all__ = [
     "AuthMiddleware",
     "BodyLimitMiddleware",
     "DisconnectMiddleware",
+    "ErrorShapeMiddleware",
     "RequestContextMiddleware",
     "send_error",
 ]
@@ -29,6 +34,8 @@ __all__ = [
 log = structlog.get_logger("tether.access")
 
 OPEN_PATHS = frozenset({"/health", "/docs", "/openapi.json", "/docs/oauth2-redirect"})
+# The dashboard also takes the key as ``?key=``: a browser's EventSource cannot send headers.
+QUERY_KEY_PREFIX = "/ui"
 
 
 async def send_error(send: Send, exc: TetherError) -> None:
@@ -84,7 +91,8 @@ class RequestContextMiddleware(_HttpMiddleware):
 
 
 class AuthMiddleware(_HttpMiddleware):
-    """Bearer (or ``x-api-key``) check with a constant-time compare when a key is configured."""
+    """Bearer (or ``x-api-key``) check with a constant-time compare when a key is configured; the
+    dashboard (``/ui``) also takes ``?key=``."""
 
     def __init__(self, app: ASGIApp, api_key: str | None) -> None:
         super().__init__(app)
@@ -101,6 +109,10 @@ class AuthMiddleware(_HttpMiddleware):
             given = auth[7:].strip()
         elif b"x-api-key" in headers:
             given = headers[b"x-api-key"].strip()
+        path = str(scope.get("path", ""))
+        if not given and (path == QUERY_KEY_PREFIX or path.startswith(QUERY_KEY_PREFIX + "/")):
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            given = query.get("key", [""])[0].encode()
         if not hmac.compare_digest(given, self.key):
             await send_error(
                 send, AuthenticationError("invalid or missing API key: send 'Authorization: Bearer KEY'")
@@ -212,3 +224,57 @@ class DisconnectMiddleware(_HttpMiddleware):
                 group.cancel_scope.cancel()
         if failure is not None:
             raise failure
+
+
+class ErrorShapeMiddleware(_HttpMiddleware):
+    """Re-wraps OpenAI-shaped JSON errors on the paths under ``prefix`` with ``shape(status, message)``.
+
+    Errors raised before a route runs (auth, body limit, request validation, unknown paths,
+    unexpected faults) are written by the shared handlers in OpenAI's shape; this keeps their
+    status and message and changes only the envelope. Bodies in any other shape, and every
+    non-error response (streams included), pass through untouched.
+    """
+
+    def __init__(self, app: ASGIApp, *, prefix: str, shape: Callable[[int, str], dict[str, Any]]) -> None:
+        super().__init__(app)
+        self.prefix = prefix
+        self.shape = shape
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if not (path == self.prefix or path.startswith(self.prefix + "/")):
+            await self.app(scope, receive, send)
+            return
+        held: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def reshaping_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers") or [])
+                is_json = headers.get(b"content-type", b"").startswith(b"application/json")
+                if message["status"] >= 400 and is_json:
+                    held["start"] = message
+                    return
+            elif message["type"] == "http.response.body" and "start" in held:
+                chunks.append(message.get("body", b""))
+                if message.get("more_body", False):
+                    return
+                await self._send_reshaped(send, held["start"], b"".join(chunks))
+                return
+            await send(message)
+
+        await self.app(scope, receive, reshaping_send)
+
+    async def _send_reshaped(self, send: Send, start: Message, body: bytes) -> None:
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        # OpenAI's shape: one "error" object and nothing beside it (Anthropic's has a "type" too).
+        if isinstance(data, dict) and isinstance(data.get("error"), dict) and "type" not in data:
+            message = str(data["error"].get("message") or "error")
+            body = json.dumps(self.shape(int(start["status"]), message)).encode()
+        headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

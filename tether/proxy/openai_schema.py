@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.engine.logprobs import MAX_TOP_LOGPROBS
 from tether.proxy.wire import Loose, NamedTool, RequestBody
 
 __all__ = [
@@ -98,7 +99,7 @@ class ChatCompletionRequest(RequestBody):
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     logprobs: bool | None = None
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     tether: TetherOptions | None = None
 
 
@@ -114,3 +115,4 @@ class CompletionRequest(RequestBody):
     seed: int | None = None
     n: int = Field(default=1, ge=1, le=1)
     echo: bool = False
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)  # the legacy shape: a count

@@ -1,10 +1,10 @@
-"""Server-sent event responses that always close their event stream, and fault containment.
+"""Streamed responses that always close their event stream, and fault containment.
 
-``EventStreamResponse`` closes its body iterator when the response ends for any reason
-(finished, client gone, task cancelled), shielded from cancellation, so the generation
-behind it is cancelled and its slot freed. ``contain`` turns any exception raised while
-streaming into the ``TetherError`` the client is told about: known errors keep their
-class, anything else becomes an ``InternalError`` and is logged with its traceback.
+``EventStreamResponse`` (server-sent events, or Ollama's NDJSON) closes its body iterator when
+the response ends for any reason (finished, client gone, task cancelled), shielded from
+cancellation, so the generation behind it is cancelled and its slot freed. ``contain`` turns
+any exception raised while streaming into the ``TetherError`` the client is told about: known
+errors keep their class, anything else becomes an ``InternalError`` and is logged with its traceback.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class EventStreamResponse(StreamingResponse):
-    """``text/event-stream`` whose body iterator, and the turn's ``source`` stream behind it, are
-    closed on every exit path (a body generator that never started cannot close what it wraps)."""
+    """``text/event-stream`` (or ``media_type``) whose body iterator, and the turn's ``source`` stream
+    behind it, are closed on every exit path (a body generator that never started cannot close what it
+    wraps)."""
 
     def __init__(
         self,
@@ -36,8 +37,9 @@ class EventStreamResponse(StreamingResponse):
         headers: Mapping[str, str] | None = None,
         *,
         source: AsyncIterator[TurnEvent] | None = None,
+        media_type: str = "text/event-stream",
     ) -> None:
-        super().__init__(content, media_type="text/event-stream", headers={**_HEADERS, **(headers or {})})
+        super().__init__(content, media_type=media_type, headers={**_HEADERS, **(headers or {})})
         self.source = source
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

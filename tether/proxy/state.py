@@ -11,6 +11,8 @@ from typing import Any
 from tether.config import ServerConfig
 from tether.engine.scheduler import Scheduler
 from tether.guardrails.presets import GuardConfig
+from tether.proxy.recorder import Recorder
+from tether.proxy.responses_store import ResponseStore
 from tether.turns.core import ChatCore
 from tether.turns.events import ChatJob, TurnEvent
 from tether.turns.stages import ServerToolsStage, Turn, TurnPipeline
@@ -27,14 +29,16 @@ class AppState:
     pipeline: TurnPipeline
     default_guard: GuardConfig
     sessions: SessionStore
+    recorder: Recorder  # metrics and the dashboard's recent turns (tether/proxy/recorder.py)
     server_tools: ServerToolsStage | None = None
     context_budget: dict[str, Any] = field(default_factory=dict)
+    responses: ResponseStore = field(default_factory=ResponseStore)
     started: float = field(default_factory=time.time)
 
     def start(self, job: ChatJob, session: str | None = None) -> AsyncIterator[TurnEvent]:
         """Where every protocol enters: the turn pipeline's events for ``job`` (pull the first one with
-        ``prime`` so that errors before it keep their HTTP status)."""
-        return self.pipeline.start(Turn(job, session))
+        ``prime`` so that errors before it keep their HTTP status); the recorder sees them on the way."""
+        return self.recorder.track(self.pipeline.start(Turn(job, session)), job)
 
     @property
     def model_id(self) -> str:

@@ -30,14 +30,18 @@ from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
 from tether.guardrails.policy import unknown_tool_text
+from tether.turns.content_tokens import ContentTokens
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, offered_tools
 
-__all__ = ["ChatCore", "ConstraintFactory", "Prepared", "prime"]
+__all__ = ["ChatCore", "ConstraintFactory", "GenerationTiming", "Prepared", "prime"]
 
 log = structlog.get_logger(__name__)
 
 ConstraintFactory = Callable[["Prepared"], LogitsProcessor | None]
 RegeneratorFactory = Callable[[ChatJob], Regenerator | None]
+# Told of each finished generation: seconds to its first token (queueing included), seconds from
+# the first token to the last, and the tokens generated.
+GenerationTiming = Callable[[float, float, int], None]
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class ChatCore:
         constraint_factory: ConstraintFactory | None = None,
         regenerator: RegeneratorFactory | None = None,
         stats: GuardrailStats | None = None,
+        on_generation: GenerationTiming | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.engine = scheduler.engines[0]
@@ -76,6 +81,7 @@ class ChatCore:
         self.constraint_factory = constraint_factory
         self.regenerator = regenerator
         self.stats = stats if stats is not None else GuardrailStats()
+        self.on_generation = on_generation
 
     def _offered(self, job: ChatJob) -> tuple[ToolSpec, ...]:
         tools = offered_tools(job)
@@ -138,11 +144,13 @@ class ChatCore:
         processor = chain([*own, constraint])  # the constraint last: no bias re-opens a masked token
         steered = getattr(constraint, "notes", None)  # what layer 0's steering did, after the fact
         stops = StopMatcher(job.stop)
+        content = ContentTokens() if prepared.params.logprobs is not None else None  # for logprobs
         looping = RepetitionStop()
         generated = 0  # tokens seen: a generation cut short (stop string, loop) ends without Done
         detector = StreamDetector(prepared.fmt, prepared.tools) if prepared.tools else None
         calls: list[ToolCall] = []
         started = time.monotonic()
+        first_token: float | None = None
         done: Done | None = None
         sent_text = False
         answer_plainly = False  # the decision chose a text answer: ask it without the tools
@@ -161,7 +169,7 @@ class ChatCore:
                     elif isinstance(ev, ToolCallDone):
                         calls.append(ev.call)
             sent_text = sent_text or bool(out)
-            return out
+            return out if content is None else [replace(o, tokens=content.claim(o.text)) for o in out]
 
         gen = self.scheduler.generate(
             prepared.prompt_ids, prepared.params, logits_processor=processor, priority=job.priority
@@ -170,6 +178,10 @@ class ChatCore:
             async for event in gen:
                 if isinstance(event, Token):
                     generated += 1
+                    if content is not None:
+                        content.feed(event)
+                    if first_token is None:
+                        first_token = time.monotonic()
                     for out in route(stops.feed(event.text)):
                         # Only prose is cut: a call's arguments may legitimately repeat (file content).
                         if isinstance(out, TextOut):
@@ -184,6 +196,8 @@ class ChatCore:
                     done = event
         finally:
             await aclose_quietly(gen)
+        if self.on_generation is not None and first_token is not None:
+            self.on_generation(first_token - started, time.monotonic() - first_token, generated)
         if answer_plainly:
             notes = tuple(steered()) if callable(steered) else ()
             for note in notes:
@@ -198,7 +212,7 @@ class ChatCore:
             for ev in detector.close():
                 if isinstance(ev, TextDelta) and ev.text:
                     sent_text = True
-                    yield TextOut(ev.text)
+                    yield TextOut(ev.text, content.claim(ev.text) if content is not None else ())
                 elif isinstance(ev, ToolCallDone):
                     calls.append(ev.call)
         usage = Usage(

@@ -1,7 +1,8 @@
 """What enters the turn pipeline and what comes out of it: ``ChatJob`` in, turn events out.
 
 Both protocols translate their request into a ``ChatJob`` and read the same event
-stream back: ``TextOut`` deltas as they are decoded, each finished ``ToolCall`` once
+stream back: ``TextOut`` deltas as they are decoded (with the tokens they carry when the job's
+``params.logprobs`` asks for log-probabilities), each finished ``ToolCall`` once
 the guard has checked it, and one ``FinishOut`` with the usage of every generation the
 server ran for the reply. ``collect`` is the one fold of that stream into a ``Reply``.
 """
@@ -15,7 +16,7 @@ from typing import Literal
 from tether.aio import closing_stream
 from tether.calls import ToolCall
 from tether.chat import Message, Usage
-from tether.engine.base import SamplingParams
+from tether.engine.base import SamplingParams, Token
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.presets import GuardConfig
@@ -63,7 +64,11 @@ def offered_tools(job: ChatJob) -> tuple[ToolSpec, ...]:
 
 @dataclass(frozen=True)
 class TextOut:
+    """Content. ``tokens``: the model's tokens (each with its ``logprob``) whose text this delta
+    carries, only when log-probabilities were asked for; text tether writes itself has none."""
+
     text: str
+    tokens: tuple[Token, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -84,21 +89,24 @@ class Reply:
     text: str
     calls: tuple[ToolCall, ...]
     finish: FinishOut
+    tokens: tuple[Token, ...] = ()  # the content's tokens with their logprobs, when asked for
 
 
 async def collect(events: AsyncIterator[TurnEvent]) -> Reply:
     """Fold a turn's events into a ``Reply`` (closing the stream, also when cancelled)."""
     text: list[str] = []
+    tokens: list[Token] = []
     calls: list[ToolCall] = []
     finish: FinishOut | None = None
     async with closing_stream(events) as stream:
         async for ev in stream:
             if isinstance(ev, TextOut):
                 text.append(ev.text)
+                tokens.extend(ev.tokens)
             elif isinstance(ev, ToolCall):
                 calls.append(ev)
             else:
                 finish = ev
     if finish is None:
         raise RuntimeError("the turn ended without a FinishOut event")
-    return Reply("".join(text), tuple(calls), finish)
+    return Reply("".join(text), tuple(calls), finish, tuple(tokens))

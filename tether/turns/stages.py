@@ -186,6 +186,7 @@ class ServerToolsStage:
         self.specs = tuple(ToolSpec.from_openai(s) for s in toolbox.specs())
         self.names = frozenset(s.name for s in self.specs)
         self.max_rounds = max_rounds
+        self.on_run: Callable[[str, bool], None] | None = None  # told of each run: tool, succeeded
 
     async def __call__(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
         job = turn.job
@@ -241,6 +242,8 @@ class ServerToolsStage:
         out: list[str] = []
         for call in calls:
             result = await self.toolbox.call(call.name, call.arguments)
+            if self.on_run is not None:
+                self.on_run(call.name, not result.is_error)
             out.append(result.content)
             detail = "error" if result.is_error else "ok"
             notes.append(

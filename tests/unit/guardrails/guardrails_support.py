@@ -62,7 +62,7 @@ def completion(content: str | None = None, calls: Sequence[Mapping[str, Any]] = 
 def scripted_app(replies: Sequence[Reply], **config: Any) -> tuple[Any, ScriptedEngine]:
     """tether's own app over one scripted engine (``tests/conftest.py::make_client`` style)."""
     engine = ScriptedEngine(replies)
-    cfg = ServerConfig(**config)
+    cfg = ServerConfig(**{"preset": "full", **config})
     return create_app(cfg, Scheduler([engine], queue_limit=cfg.queue_limit)), engine
 
 

@@ -9,6 +9,7 @@ import anthropic
 import httpx2
 import pytest
 
+from tests.support.scripted import weather_round_trip
 from tether.config import ServerConfig
 from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import Reply, ScriptedEngine
@@ -23,14 +24,6 @@ WEATHER: Any = {
 SdkFactory = Callable[..., tuple[anthropic.AsyncAnthropic, ScriptedEngine]]
 
 
-def round_trip_reply(prompt: str) -> str:
-    """A tool call first; a text answer once the last user turn is the tool's result."""
-    last_user = prompt.rsplit("<|im_start|>user\n", 1)[-1]
-    if last_user.startswith("Result of get_weather:"):
-        return '{"response": "Sunny in Paris."}'
-    return '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}'
-
-
 @pytest.fixture
 async def sdk() -> AsyncIterator[SdkFactory]:
     opened: list[anthropic.AsyncAnthropic] = []
@@ -39,7 +32,7 @@ async def sdk() -> AsyncIterator[SdkFactory]:
         replies: Sequence[Reply] = ("Hello!",), *, engine: ScriptedEngine | None = None, **config: Any
     ) -> tuple[anthropic.AsyncAnthropic, ScriptedEngine]:
         engine = engine or ScriptedEngine(replies)
-        cfg = ServerConfig(**config)
+        cfg = ServerConfig(**{"preset": "full", **config})
         app = create_app(cfg, Scheduler([engine], queue_limit=cfg.queue_limit))
         http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://tether.test")
         client = anthropic.AsyncAnthropic(
@@ -77,7 +70,7 @@ async def test_streamed_text_and_final_message(sdk: SdkFactory) -> None:
 
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_tool_round_trip(sdk: SdkFactory, streaming: bool) -> None:
-    client, engine = sdk([round_trip_reply])
+    client, engine = sdk([weather_round_trip])
     messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
 
     async def ask() -> anthropic.types.Message:

@@ -153,12 +153,13 @@ async def test_logit_bias_is_checked_and_honoured(scripted) -> None:
     assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "ZZZ"
 
 
-async def test_penalties_are_accepted_and_logprobs_refused(scripted) -> None:
+async def test_penalties_are_accepted_and_top_logprobs_needs_logprobs(scripted) -> None:
     client, _ = scripted(["aaaa"])
     r = await client.post("/v1/chat/completions", json=openai(frequency_penalty=2.0, presence_penalty=1.0))
     assert r.status_code == 200
     openai_400(await client.post("/v1/chat/completions", json=openai(frequency_penalty=3)))
-    openai_400(await client.post("/v1/chat/completions", json=openai(logprobs=True)), param="logprobs")
+    r = await client.post("/v1/chat/completions", json=openai(top_logprobs=3))
+    openai_400(r, param="top_logprobs")  # more in tests/unit/proxy/test_logprobs.py
 
 
 async def test_unknown_fields_are_ignored_but_tether_options_are_strict(scripted) -> None:

@@ -311,7 +311,7 @@ async def oai() -> AsyncIterator[Any]:
 
     def factory(replies: list[Any]) -> tuple[openai.AsyncOpenAI, ScriptedEngine]:
         engine = ScriptedEngine(replies)
-        app = create_app(ServerConfig(), Scheduler([engine]))
+        app = create_app(ServerConfig(preset="full"), Scheduler([engine]))
         http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://tether.test")
         client = openai.AsyncOpenAI(
             base_url="http://tether.test/v1", api_key="unused", http_client=http, max_retries=0

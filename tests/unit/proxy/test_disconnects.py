@@ -51,7 +51,7 @@ def anthropic(text: str = "hi", **extra: Any) -> dict[str, Any]:
 
 
 def app_with(engine: SlowEngine, **config: Any) -> Any:
-    cfg = ServerConfig(**config)
+    cfg = ServerConfig(**{"preset": "full", **config})
     return create_app(cfg, Scheduler([engine], queue_limit=cfg.queue_limit))
 
 
@@ -209,7 +209,7 @@ def test_server_tool_run_abandoned_is_cancelled() -> None:
     tools = ServerToolsStage(ToolBox([tool], policy=PermissionPolicy.from_settings("plan")))
     call = json.dumps({"tool_calls": [{"name": "wait_a_while", "arguments": {"seconds": 30}}]})
     engine = SlowEngine([call, '{"response": "ok"}'], delay=0.001)
-    app = create_app(ServerConfig(), Scheduler([engine]), server_tools=tools)
+    app = create_app(ServerConfig(preset="full"), Scheduler([engine]), server_tools=tools)
     with serving(app) as base:
         hang_up_plain(f"{base}/v1/chat/completions", chat(), after=0.8)
         hung_up = time.monotonic()

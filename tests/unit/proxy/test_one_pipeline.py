@@ -1,8 +1,9 @@
-"""One turn pipeline for both protocols, bare that is bare, and usage that counts every generation.
+"""One turn pipeline for every protocol, bare that is bare, and usage that counts every generation.
 
 Scripted engine behind the real app: this tests the proxy's pipeline, not the model.
-The protocol tests are parametrized over OpenAI chat completions and Anthropic
-messages, so a stage that one protocol skipped would fail here for that protocol.
+The protocol tests are parametrized over OpenAI chat completions, Anthropic messages,
+Ollama's chat and OpenAI's Responses, so a stage that one protocol skipped would fail
+here for that protocol.
 """
 
 from __future__ import annotations
@@ -83,8 +84,12 @@ class Protocol:
     body: Callable[[list[dict[str, Any]], list[dict[str, Any]], int], dict[str, Any]]
     calls: Callable[[dict[str, Any]], list[str]]
     text: Callable[[dict[str, Any]], str]
-    notes: Callable[[dict[str, Any]], list[str]]
     tokens: Callable[[dict[str, Any]], int]
+
+
+def notes(reply: dict[str, Any]) -> list[str]:
+    """The kinds of the interventions: in tether's own field, the same in every protocol."""
+    return [i["kind"] for i in reply.get("tether", {}).get("interventions", [])]
 
 
 def _openai_body(
@@ -117,7 +122,6 @@ OPENAI = Protocol(
     _openai_body,
     lambda r: [c["function"]["name"] for c in r["choices"][0]["message"].get("tool_calls") or []],
     lambda r: r["choices"][0]["message"]["content"] or "",
-    lambda r: [i["kind"] for i in r.get("tether", {}).get("interventions", [])],
     lambda r: r["usage"]["completion_tokens"],
 )
 ANTHROPIC = Protocol(
@@ -126,10 +130,36 @@ ANTHROPIC = Protocol(
     _anthropic_body,
     lambda r: [b["name"] for b in r["content"] if b["type"] == "tool_use"],
     lambda r: "".join(b["text"] for b in r["content"] if b["type"] == "text"),
-    lambda r: [i["kind"] for i in r.get("tether", {}).get("interventions", [])],
     lambda r: r["usage"]["output_tokens"],
 )
-PROTOCOLS = pytest.mark.parametrize("proto", [OPENAI, ANTHROPIC], ids=lambda p: p.name)
+OLLAMA = Protocol(
+    "ollama",
+    "/api/chat",
+    lambda messages, tools, max_tokens: {
+        "model": "scripted",
+        "messages": messages,
+        "tools": [{"type": "function", "function": t} for t in tools],
+        "options": {"num_predict": max_tokens},
+        "stream": False,
+    },
+    lambda r: [c["function"]["name"] for c in r["message"].get("tool_calls") or []],
+    lambda r: r["message"]["content"],
+    lambda r: r["eval_count"],
+)
+RESPONSES = Protocol(
+    "responses",
+    "/v1/responses",
+    lambda messages, tools, max_tokens: {
+        "model": "scripted",
+        "input": messages,
+        "tools": [{"type": "function", **t} for t in tools],
+        "max_output_tokens": max_tokens,
+    },
+    lambda r: [o["name"] for o in r["output"] if o["type"] == "function_call"],
+    lambda r: "".join(c["text"] for o in r["output"] if o["type"] == "message" for c in o["content"]),
+    lambda r: r["usage"]["output_tokens"],
+)
+PROTOCOLS = pytest.mark.parametrize("proto", [OPENAI, ANTHROPIC, OLLAMA, RESPONSES], ids=lambda p: p.name)
 
 WORKFLOW_TOOLS = [
     {"name": "run_tests", "description": "Run the tests", "parameters": {"type": "object", "properties": {}}},
@@ -156,7 +186,7 @@ async def test_step_enforcement_blocks_a_premature_terminal_call(tmp_path: Path,
         encoding="utf-8",
     )
     engine = ScriptedEngine([generic("submit", {"summary": "done"})])
-    app = create_app(ServerConfig(workflows=(str(wf),), constrain="off"), Scheduler([engine]))
+    app = create_app(ServerConfig(workflows=(str(wf),), preset="full", constrain="off"), Scheduler([engine]))
     headers = {"X-Tether-Session": f"s-{proto.name}", "X-Tether-Workflow": "ship"}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         body = proto.body([{"role": "user", "content": "ship it"}], WORKFLOW_TOOLS, 200)
@@ -165,7 +195,7 @@ async def test_step_enforcement_blocks_a_premature_terminal_call(tmp_path: Path,
     # its error in context and tool_choice naming run_tests; the model writes submit again, which is not
     # offered then, so the guard's constrained re-pick lands on run_tests.
     assert proto.calls(r) == ["run_tests"]
-    assert proto.notes(r) == ["workflow_blocked", "workflow_regenerated", "repick"]
+    assert notes(r) == ["workflow_blocked", "workflow_regenerated", "repick"]
     assert len(engine.prompts) == 3
     assert "Not executed: submit finishes the task" in engine.prompts[1]
     assert "There is no tool named 'submit'" in engine.prompts[2]
@@ -201,7 +231,7 @@ async def test_server_side_tools_run_for_either_protocol(tmp_path: Path, proto: 
             await http.post(proto.path, json=proto.body([{"role": "user", "content": "read notes"}], [], 200))
         ).json()
     assert proto.text(r) == "It says 42." and proto.calls(r) == []
-    assert "server_tool" in proto.notes(r)
+    assert "server_tool" in notes(r)
     assert "the code is 42" in engine.prompts[1]
 
 
@@ -227,6 +257,6 @@ async def test_usage_counts_the_repick_and_the_repair(proto: Protocol) -> None:
             )
         ).json()
     assert proto.calls(r) == ["read_file"]
-    assert proto.notes(r) == ["repick", "args_repaired"]
+    assert notes(r) == ["repick", "args_repaired"]
     assert len(engine.prompts) == 3
     assert proto.tokens(r) == len(main) + len(repick) + len(repair)  # one token per byte, every generation

@@ -56,3 +56,5 @@ def test_no_server_errors(case: schemathesis.Case) -> None:
 def test_every_route_is_covered() -> None:
     paths = {result.ok().path for result in schema.get_all_operations()}
     assert {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens"} <= paths
+    ollama_and_responses = {"/api/chat", "/api/generate", "/api/show", "/v1/responses"}
+    assert ollama_and_responses | {"/v1/responses/{response_id}"} <= paths

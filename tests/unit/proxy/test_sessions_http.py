@@ -50,7 +50,7 @@ async def test_premature_terminal_call_is_blocked_then_allowed_after_the_step() 
             call("submit", {"text": "done"}),
         ]
     )
-    app = create_app(ServerConfig(), Scheduler([engine]))
+    app = create_app(ServerConfig(preset="full"), Scheduler([engine]))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         made = await http.post("/v1/tether/sessions", json={"workflow": WORKFLOW, "session_id": "s1"})
         assert made.status_code == 201, made.text
@@ -96,7 +96,7 @@ async def test_steering_session_narrows_an_open_tool_choice_to_the_next_step() -
             call("read_file", {"path": "b.txt"}),
         ]
     )
-    app = create_app(ServerConfig(), Scheduler([engine]))
+    app = create_app(ServerConfig(preset="full"), Scheduler([engine]))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         made = await http.post(
             "/v1/tether/sessions", json={"workflow": WORKFLOW, "session_id": "s2", "steer": "next_step"}

@@ -1,0 +1,61 @@
+"""Claude Code: the Anthropic variables in a settings file of launch's own, passed with ``--settings``.
+
+Default file: ``~/.claude/tether-settings.json``. Claude Code's own ``~/.claude/settings.json`` is
+left alone on purpose: an ``env`` block there would send every later ``claude`` session to a local
+server that may be gone. ``--settings`` also wins over an ``env`` block in the user's settings, which
+the shell environment would not. ``ANTHROPIC_API_KEY`` is removed from the client's environment, so
+a real Anthropic key is never sent to tether. Keys already in the file are kept.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+
+from tether.launch.plan import (
+    ClientPlan,
+    Target,
+    dump_json,
+    file_change,
+    home_dir,
+    load_json_object,
+    mapping_at,
+)
+
+__all__ = ["default_path", "env_for", "plan"]
+
+MODEL_VARIABLES = (
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_SMALL_FAST_MODEL",
+    "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+    "ANTHROPIC_DEFAULT_SONNET_MODEL",
+    "ANTHROPIC_DEFAULT_OPUS_MODEL",
+)
+
+
+def default_path(environ: Mapping[str, str]) -> Path:
+    return home_dir(environ) / ".claude" / "tether-settings.json"
+
+
+def env_for(target: Target) -> dict[str, str]:
+    """The variables Claude Code needs: the server root (it appends ``/v1/messages``), a bearer token,
+    and the served name for every model it may ask for (main, background, subagents)."""
+    return {
+        "ANTHROPIC_BASE_URL": target.base,
+        "ANTHROPIC_AUTH_TOKEN": target.api_key,
+        **dict.fromkeys(MODEL_VARIABLES, target.model),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:
+    path = config_path or default_path(environ)
+    before, settings = load_json_object(path)
+    merged = copy.deepcopy(settings)
+    variables = env_for(target)
+    mapping_at(merged, "env", path).update(variables)
+    change = file_change(path, before, dump_json(merged))
+    return ClientPlan(
+        "claude", (change,), ("claude", "--settings", str(path)), env=variables, unset=("ANTHROPIC_API_KEY",)
+    )

@@ -1,0 +1,60 @@
+"""Continue CLI (``cn``): a model entry named ``tether`` in its ``config.yaml``.
+
+Default file: ``$CONTINUE_GLOBAL_DIR/config.yaml`` (``~/.continue/config.yaml``). The ``tether``
+entry goes first in ``models`` (cn chats with the first chat model); other models and keys are kept.
+cn is run with ``--config FILE``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tether.errors import ConfigError
+from tether.launch.plan import ClientPlan, Target, dump_yaml, file_change, home_dir, load_yaml, reply_tokens
+
+__all__ = ["MODEL_NAME", "default_path", "merge", "plan"]
+
+MODEL_NAME = "tether"
+
+
+def default_path(environ: Mapping[str, str]) -> Path:
+    folder = environ.get("CONTINUE_GLOBAL_DIR") or home_dir(environ) / ".continue"
+    return Path(folder) / "config.yaml"
+
+
+def merge(config: dict[str, Any], target: Target, where: Path) -> dict[str, Any]:
+    """``config`` with the tether model first (the entry tests/clients/commands.py runs, plus the window)."""
+    out = copy.deepcopy(config)
+    for key, value in (("name", "tether"), ("version", "1.0.0"), ("schema", "v1")):
+        out.setdefault(key, value)  # required by cn's schema
+    models = out.get("models") or []
+    if not isinstance(models, list):
+        raise ConfigError(f"{where}: 'models' is a {type(models).__name__}, expected a list")
+    entry = {
+        "name": MODEL_NAME,
+        "provider": "openai",
+        "model": target.model,
+        "apiBase": target.openai_base,
+        "apiKey": target.api_key,
+        "roles": ["chat", "edit", "apply"],
+        "capabilities": ["tool_use"],
+        "defaultCompletionOptions": {
+            "contextLength": target.n_ctx,
+            "maxTokens": reply_tokens(target.n_ctx),
+        },
+    }
+    kept = [m for m in models if not (isinstance(m, dict) and m.get("name") == MODEL_NAME)]
+    out["models"] = [entry, *kept]
+    return out
+
+
+def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:
+    path = config_path or default_path(environ)
+    before, value = load_yaml(path)
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"{path} holds a YAML {type(value).__name__}, not a mapping")
+    change = file_change(path, before, dump_yaml(merge(value or {}, target, path)))
+    return ClientPlan("cn", (change,), ("cn", "--config", str(path)))

@@ -1,0 +1,60 @@
+"""opencode: an ``@ai-sdk/openai-compatible`` provider named ``tether`` in its JSON config.
+
+Default file: ``$OPENCODE_CONFIG`` if set, else ``$XDG_CONFIG_HOME/opencode/opencode.json`` (global
+config, ``~/.config`` without XDG). The provider, ``model`` and ``small_model`` are set; every other
+key (other providers, permissions, agents, …) is kept. opencode is run with ``OPENCODE_CONFIG``
+pointing at the file, so a ``--config-path`` elsewhere is read too.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tether.launch.plan import (
+    ClientPlan,
+    Target,
+    dump_json,
+    file_change,
+    home_dir,
+    load_json_object,
+    mapping_at,
+    reply_tokens,
+)
+
+__all__ = ["PROVIDER", "default_path", "merge", "plan"]
+
+PROVIDER = "tether"
+
+
+def default_path(environ: Mapping[str, str]) -> Path:
+    if environ.get("OPENCODE_CONFIG"):
+        return Path(environ["OPENCODE_CONFIG"])
+    config_home = Path(environ.get("XDG_CONFIG_HOME") or home_dir(environ) / ".config")
+    return config_home / "opencode" / "opencode.json"
+
+
+def merge(config: dict[str, Any], target: Target, where: Path) -> dict[str, Any]:
+    """``config`` with the tether provider and model set (the shape tests/clients/commands.py runs)."""
+    out = copy.deepcopy(config)
+    out.setdefault("$schema", "https://opencode.ai/config.json")
+    provider = mapping_at(mapping_at(out, "provider", where), PROVIDER, where)
+    provider["npm"] = "@ai-sdk/openai-compatible"
+    provider["name"] = "tether"
+    options = mapping_at(provider, "options", where)
+    options["baseURL"] = target.openai_base
+    options["apiKey"] = target.api_key
+    model = mapping_at(mapping_at(provider, "models", where), target.model, where)
+    model["name"] = target.model
+    model["limit"] = {"context": target.n_ctx, "output": reply_tokens(target.n_ctx)}
+    out["model"] = out["small_model"] = f"{PROVIDER}/{target.model}"
+    return out
+
+
+def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:
+    path = config_path or default_path(environ)
+    before, config = load_json_object(path)
+    change = file_change(path, before, dump_json(merge(config, target, path)))
+    return ClientPlan("opencode", (change,), ("opencode",), env={"OPENCODE_CONFIG": str(path)})
