@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tether.chat import Message
@@ -131,3 +133,76 @@ def test_grounded_share_counts_the_values_the_conversation_holds() -> None:
     # Enums, booleans and unknown keys say nothing either way; nor does a huge integer crash it.
     assert grounded_share({"unit": "f", "verbose": True, "other": "x"}, schema, source) is None
     assert grounded_share({"days": 10**400}, schema, source) == 0.0
+
+
+def test_a_coding_agents_composed_values_never_count_against_a_call() -> None:
+    from tether.selection.grounded import Grounding, grounded_share
+
+    write = {"properties": {"filePath": {"type": "string"}, "content": {"type": "string"}}}
+    bash = {"properties": {"command": {"type": "string"}, "note": {"type": "string"}}}
+    source = Grounding.of("Create hello.txt saying hi, then run the tests")
+    # The file's content and the command are the model's writing; the path it names is checked.
+    assert grounded_share({"filePath": "hello.txt", "content": "print('hi')"}, write, source) == 1.0
+    assert grounded_share({"filePath": "notes.md", "content": "hi"}, write, source) == 0.0
+    assert grounded_share({"command": "pytest -q"}, bash, source) is None
+    # Several lines are written, whatever the parameter is called; one invented line is not.
+    assert grounded_share({"note": "line one\nline two"}, bash, source) is None
+    assert grounded_share({"note": "Tokyo weather"}, bash, source) == 0.0
+
+
+def test_the_enumerated_list_is_found_where_the_request_says_it() -> None:
+    from tether.selection.enumeration import enumerated_list
+    from tether.turns.layer0 import listed_range
+
+    ask = "Get the weather in Paris, Berlin and Rome for 3 days"
+    start, end = enumerated_list(ask) or (0, 0)
+    assert "Paris, Berlin and Rome" in ask[start:end] and "days" not in ask[start:end]
+    assert enumerated_list("What is the weather in Paris?") is None
+    source = "System: be brief. Café notes\n" + ask  # a non-ASCII byte before the request
+    lo, hi = listed_range(source, ask) or (0, 0)
+    assert b"Paris, Berlin and Rome" in source.encode()[lo:hi]
+    assert listed_range("something else entirely", ask) is None
+
+
+def test_more_calls_are_asked_only_for_items_no_one_call_can_take() -> None:
+    def tool(name: str, **props: dict[str, Any]) -> ToolSpec:
+        return ToolSpec(name, name, {"type": "object", "properties": props})
+
+    num = {"type": "number"}
+    triangle = tool("triangle_area", a=num, b=num, c=num)
+    factorial = tool("factorial", n={"type": "integer"})
+    route = tool("route", start={"type": "string"}, stops={"type": "array", "items": {"type": "string"}})
+    ask = [Message("user", "Compute it for 3, 4 and 5")]
+    for tools, bias in (([triangle], 0.0), ([factorial], 3.0), ([route], 0.0), ([factorial, triangle], 0.0)):
+        s = steering_for(ask, tools, DecisionModel(), decide=True, names=True, cap=True)
+        assert (s.max_calls, s.short_list_bias) == (3, bias), [t.name for t in tools]
+    one = steering_for(
+        [Message("user", "Factorial of 5")], [factorial], DecisionModel(), decide=True, names=True, cap=True
+    )
+    assert (one.max_calls, one.short_list_bias) == (1, 0.0)
+
+
+def test_a_switch_is_mentioned_when_its_telling_words_are() -> None:
+    from tether.selection.relevance import mentioned_flags
+
+    flag = {"type": "boolean"}
+    tool = ToolSpec(
+        "forecast",
+        "a forecast",
+        {
+            "type": "object",
+            "properties": {
+                "include_precipitation": flag,
+                "avoid_tolls": flag,
+                "detailed": flag,
+                "include": flag,  # no telling word: never mentioned
+                "precipitation_unit": {"type": "string"},  # not a switch
+            },
+        },
+    )
+    said = "A detailed forecast including precipitation; we avoid tolls"
+    assert mentioned_flags(said, [tool]) == {
+        "forecast": frozenset({"include_precipitation", "avoid_tolls", "detailed"})
+    }
+    assert mentioned_flags("The forecast for tomorrow, and include everything", [tool]) == {}
+    assert mentioned_flags("tolls are fine", [tool]) == {}  # "avoid" is not said

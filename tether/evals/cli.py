@@ -2,9 +2,9 @@
 
 Mount with ``app.add_typer(eval_app, name="eval")``. Usage::
 
-    tether eval --suite bfcl:simple,multiple --preset bare,full --limit 100 --seed 0
+    tether eval --suite bfcl:simple,multiple --preset bare,strict --limit 100 --seed 0
     tether eval --suite scenarios --preset bare,names,full
-    tether eval --suite bfcl:irrelevance --base-url http://127.0.0.1:9000/v1 --preset bare,full
+    tether eval --suite bfcl:irrelevance --base-url http://127.0.0.1:9000/v1 --preset bare,strict
     tether eval compare results/eval/bfcl-simple.bare.jsonl results/eval/bfcl-simple.full.jsonl
     tether eval report results/eval/*.jsonl --html report.html
     tether eval scenarios
@@ -68,7 +68,7 @@ def run(
     ] = None,
     preset: Annotated[
         str, typer.Option(help="Comma-separated presets: " + ", ".join(PRESET_NAMES))
-    ] = "bare,full",
+    ] = "bare,strict",
     limit: Annotated[
         int | None, typer.Option(help="Seeded subset: at most N items per category / tier.")
     ] = None,

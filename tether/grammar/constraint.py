@@ -117,10 +117,14 @@ class ToolConstraint:
                 logits = self._end_list(logits)
             elif self.calls.inside_call:
                 self._no_overrun(logits)
+            elif self.calls.between_calls and self.calls.short and steering.short_list_bias:
+                closers = self._list_closers()
+                logits[closers] -= steering.short_list_bias
         return logits
 
     def _no_overrun(self, logits: npt.NDArray[np.single]) -> None:
-        """Mask tokens that would finish the list's last call and run on into another one."""
+        """Mask tokens that would finish the list's last call and run on into another one; while the
+        list is short, tokens that would finish the call and close the list cost ``short_list_bias``."""
         assert self.calls is not None
         if self._braces is None:
             pieces = self.vocab.pieces
@@ -133,13 +137,22 @@ class ToolConstraint:
         over = [int(t) for t in live if self.calls.overruns(pieces[t])]
         if over:
             logits[over] = -np.inf
+        bias = self.steering.short_list_bias
+        if bias and self.calls.short:
+            early = [int(t) for t in live if self.calls.ends_early(pieces[t])]
+            if early:
+                logits[early] -= bias
 
-    def _end_list(self, logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
-        """Only tokens that close the call list stay allowed (the grammar already allows them here)."""
+    def _list_closers(self) -> npt.NDArray[np.int32]:
         assert self.plan.list_close is not None
         if self._closers is None:
             self._closers = self.vocab.ids_starting_with(self.plan.list_close[:1])
-        keep = self._closers[np.isfinite(logits[self._closers])]
+        return self._closers
+
+    def _end_list(self, logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        """Only tokens that close the call list stay allowed (the grammar already allows them here)."""
+        closers = self._list_closers()
+        keep = closers[np.isfinite(logits[closers])]
         if keep.size == 0:
             return logits
         out = np.full_like(logits, -np.inf)

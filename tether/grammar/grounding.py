@@ -3,7 +3,8 @@
 Small models invent argument values (a city that was never mentioned, the tool's own name
 as a string, ``[]``). Most values are spans of the request: names, places, numbers. While
 the model writes the string or number value of an *extractive* parameter (a string or a
-number without ``enum``, ``const`` or ``default``), :class:`GroundingProcessor` adds
+number without ``enum``, ``const`` or ``default``, and not a composed one such as a file's
+``content`` or a shell ``command``), :class:`GroundingProcessor` adds
 ``bias`` to every token that keeps the value a substring of the conversation, and to the
 tokens that close it where it is a whole span (at a word boundary in the text). It never
 masks: a value that needs a transformation (``50mH`` → ``0.05``, spelled-out numbers) stays
@@ -11,8 +12,10 @@ possible, only less likely than a copy.
 
 :class:`SpanIndex` recognizes exactly the substrings of the conversation (as a suffix
 automaton does, by the set of places a partial value occurs), indexed by the model's own
-tokens once per request. :class:`ArgsTracker` follows the arguments object as bytes arrive,
-so the processor knows which parameter's value is being written.
+tokens once per request (:mod:`tether.grammar.spans`, which also keeps the ledger of spans a
+reply's values already took). :class:`ArgsTracker` follows the arguments object as bytes arrive,
+so the processor knows which parameter's value is being written. A number that is whole
+(a free number of the conversation) also has the tokens that end it preferred.
 """
 
 from __future__ import annotations
@@ -27,77 +30,43 @@ import numpy.typing as npt
 
 from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
+from tether.grammar.spans import SpanIndex, SpanLedger
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["ArgsTracker", "GroundingProcessor", "SpanIndex", "extractive_kind"]
+__all__ = ["ArgsTracker", "GroundingProcessor", "composed", "extractive_kind"]
 
-_MAX_TOKEN = 16  # bytes of a token looked up at each text position
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
-_WORD = re.compile(rb"[A-Za-z0-9]")
+_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+# Words that mark a coding agent's composed parameters (opencode, Continue, aider, Claude Code tools).
+_COMPOSED = frozenset(
+    {
+        *("content", "contents", "command", "commands", "cmd", "code", "script"),
+        *("patch", "diff", "body", "pattern", "regex", "replacement"),
+    }
+)
 
 
-def extractive_kind(schema: Any) -> str | None:
-    """``"string"`` or ``"number"`` for a value the conversation should supply; None otherwise."""
+def composed(name: str) -> bool:
+    """Whether a parameter named ``name`` holds text the model writes rather than names: a file's
+    content, a shell command, code, a patch, a pattern (``content``, ``newCommand``, ``regex``)."""
+    return any(w.lower() in _COMPOSED for w in _NAME_WORD.findall(name))
+
+
+def extractive_kind(schema: Any, name: str = "") -> str | None:
+    """``"string"`` or ``"number"`` for a value the conversation should supply; None otherwise.
+
+    ``name`` is the parameter's name: a :func:`composed` string is the model's to write.
+    """
     if not isinstance(schema, Mapping) or any(k in schema for k in ("enum", "const", "default")):
         return None
     types = schema_types(schema)
     if "string" in types:
-        return "string"
+        return None if composed(name) else "string"
     if "integer" in types or "number" in types:
         return "number"
     if "array" in types:
-        return extractive_kind(schema.get("items"))
+        return extractive_kind(schema.get("items"), name)
     return None
-
-
-class SpanIndex:
-    """The substrings of ``text``, by the positions where a partial value ends."""
-
-    def __init__(self, text: bytes, vocab: TokenVocab) -> None:
-        self.text = text
-        self.vocab = vocab
-        self.numbers = {m.group(0) for m in _NUMBER.finditer(text)}
-        self._at: list[list[int]] | None = None
-        self._start: npt.NDArray[np.int32] | None = None
-
-    def _tokens_at(self) -> list[list[int]]:
-        if self._at is None:
-            text, vocab = self.text, self.vocab
-            self._at = [
-                [
-                    t
-                    for k in range(1, min(_MAX_TOKEN, len(text) - p) + 1)
-                    for t in vocab.ids_for(text[p : p + k])
-                ]
-                for p in range(len(text))
-            ]
-        return self._at
-
-    def start(self) -> npt.NDArray[np.int32]:
-        """Tokens that begin some substring (the first token of a value)."""
-        if self._start is None:
-            ids = {t for tokens in self._tokens_at() for t in tokens}
-            self._start = np.asarray(sorted(ids), dtype=np.int32)
-        return self._start
-
-    def occurrences(self, value: bytes) -> list[int]:
-        """End positions of every occurrence of ``value`` (capped: a common value occurs often)."""
-        out: list[int] = []
-        at = self.text.find(value)
-        while at != -1 and len(out) < 256:
-            out.append(at + len(value))
-            at = self.text.find(value, at + 1)
-        return out
-
-    def continuations(self, ends: Sequence[int]) -> npt.NDArray[np.int32]:
-        at = self._tokens_at()
-        ids = {t for e in ends if e < len(at) for t in at[e]}
-        return np.asarray(sorted(ids), dtype=np.int32)
-
-    def at_boundary(self, ends: Sequence[int]) -> bool:
-        """Does some occurrence end where a word ends (so the value is a whole span)?"""
-        text = self.text
-        return any(e >= len(text) or not _WORD.match(text[e : e + 1]) for e in ends)
 
 
 @dataclass
@@ -119,6 +88,8 @@ class ArgsTracker:
     string_is_key: bool = False
     escaped: bool = False
     number: bytearray | None = None
+    calls: int = 0  # arguments objects opened so far: the index of the current call is calls - 1
+    done: list[tuple[int, str, bytes]] = field(default_factory=list)  # (call, key, value) as written
     _recent: bytes = b""
 
     def feed(self, data: bytes) -> None:
@@ -147,6 +118,7 @@ class ArgsTracker:
             if chr(b) in "0123456789.eE+-":
                 self.number.append(b)
                 return
+            self._record(bytes(self.number))
             self.number = None
             self._after_value()
         frame = self.stack[-1]
@@ -177,6 +149,7 @@ class ArgsTracker:
             self.string_is_key = False
         elif b == 0x7B and self._recent.rstrip().endswith(self.opener):
             self.stack.append(_Frame("obj"))
+            self.calls += 1
 
     def _end_string(self) -> None:
         text = bytes(self.string or b"").decode("utf-8", "replace")
@@ -190,7 +163,13 @@ class ArgsTracker:
             frame.key, frame.expect = text, "colon"
             self.string_is_key = False
         else:
+            self._record(text.encode("utf-8"))
             self._after_value()
+
+    def _record(self, value: bytes) -> None:
+        key = self.value_key()
+        if key is not None:
+            self.done.append((self.calls - 1, key, value))
 
     def _after_value(self) -> None:
         if self.stack:
@@ -205,7 +184,13 @@ class ArgsTracker:
 
 
 class GroundingProcessor:
-    """The logits processor (chained after layer 0): see the module doc."""
+    """The logits processor (chained after layer 0): see the module doc.
+
+    ``listed`` is the byte range, in ``source``, of the list the request enumerates (if any):
+    its spans are taken one per call (:class:`tether.grammar.spans.SpanLedger`). ``flags`` names,
+    per tool, the boolean parameters the conversation mentions ("avoiding toll roads" for
+    ``avoid_tolls``): ``true`` is preferred for them.
+    """
 
     def __init__(
         self,
@@ -216,17 +201,24 @@ class GroundingProcessor:
         prompt_len: int,
         opener: bytes = b'"arguments":',
         bias: float = 4.0,
+        listed: tuple[int, int] | None = None,
+        flags: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.vocab = vocab
         self.index = SpanIndex(source.encode("utf-8"), vocab)
         self.kinds = {
-            t.name: {k: extractive_kind(v) for k, v in (t.parameters.get("properties") or {}).items()}
+            t.name: {k: extractive_kind(v, k) for k, v in (t.parameters.get("properties") or {}).items()}
             for t in tools
         }
         self.tracker = ArgsTracker(opener, frozenset(self.kinds))
+        self.ledger = SpanLedger(listed)
+        self.flags = flags or {}  # per tool, the boolean parameters the conversation mentions
+        self._true: npt.NDArray[np.int32] | None = None
         self.seen = prompt_len
         self.bias = bias
         self.boosted = 0
+        self._recorded = 0
+        self._ends: npt.NDArray[np.int32] | None = None
 
     def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
         n = len(ids)
@@ -235,12 +227,24 @@ class GroundingProcessor:
                 if 0 <= tid < self.vocab.size:
                     self.tracker.feed(self.vocab.pieces[tid])
             self.seen = n
+            self._take_written()
         boost = self._boost()
         if boost is not None and boost.size:
             finite = boost[np.isfinite(logits[boost])]
             logits[finite] += self.bias
             self.boosted += 1
         return logits
+
+    def _take_written(self) -> None:
+        """Values finished since the last step take their spans in the ledger."""
+        done = self.tracker.done
+        for call, key, value in done[self._recorded :]:
+            if _NUMBER.fullmatch(value):
+                spans = [(a, b) for a, b, n in self.index.number_spans if n == value]
+            else:
+                spans = [(e - len(value), e) for e in self.index.occurrences(value)] if value else []
+            self.ledger.take(spans, call, key)
+        self._recorded = len(done)
 
     def _kind(self) -> str | None:
         tr = self.tracker
@@ -252,36 +256,80 @@ class GroundingProcessor:
     def _boost(self) -> npt.NDArray[np.int32] | None:
         tr = self.tracker
         kind = self._kind()
-        if kind is None:
+        key = tr.value_key()
+        if key is not None and key in self.flags.get(tr.tool or "", ()) and self._at_value():
+            return self._true_ids()
+        if kind is None or key is None:
             return None
+        call = tr.calls - 1
         if tr.string is not None and kind == "string" and not tr.escaped and b"\\" not in tr.string:
             value = bytes(tr.string)
             if not value:
-                return self.index.start()
-            ends = self.index.occurrences(value)
+                if not self.ledger.uses:
+                    return self.index.start()
+                free = [p for p in range(len(self.index.text)) if self.ledger.free(p, p + 1, call, key)]
+                return self.index.start_at(free)
+            ends = self.ledger.free_ends(self.index.occurrences(value), len(value), call, key)
             if not ends:
-                return None  # the model left the text: no preference any more
+                return None  # the model left the text (or took a used span): no preference any more
             grow = self.index.continuations(ends)
             if self.index.at_boundary(ends):
                 grow = np.union1d(grow, self._closers())
             return grow
         if kind == "number" and tr.number is not None:
-            return self._numbers(bytes(tr.number))
+            return self._numbers(bytes(tr.number), call, key)
         if kind == "number" and tr.string is None and tr.stack and tr.stack[-1].expect == "value":
-            return self._numbers(b"")
+            return self._numbers(b"", call, key)
         return None
+
+    def _at_value(self) -> bool:
+        """Right before a member's value, at the top level of the arguments."""
+        tr = self.tracker
+        return (
+            tr.string is None and tr.number is None and len(tr.stack) == 1 and tr.stack[0].expect == "value"
+        )
+
+    def _true_ids(self) -> npt.NDArray[np.int32]:
+        """Tokens that begin ``true`` (after optional spaces), or write it whole before ``,`` / ``}``."""
+        if self._true is None:
+            ok = frozenset(b" ,}]\n")
+            ids = []
+            for t, piece in enumerate(self.vocab.pieces):
+                q = piece.lstrip(b" ")
+                if q and (b"true".startswith(q) or (q.startswith(b"true") and all(c in ok for c in q[4:]))):
+                    ids.append(t)
+            self._true = np.asarray(ids, dtype=np.int32)
+        return self._true
 
     def _closers(self) -> npt.NDArray[np.int32]:
         if not hasattr(self, "_close_ids"):
             self._close_ids = self.vocab.ids_starting_with([0x22])
         return self._close_ids
 
-    def _numbers(self, so_far: bytes) -> npt.NDArray[np.int32] | None:
-        """Tokens that continue ``so_far`` toward a number the conversation contains."""
+    def _number_ends(self) -> npt.NDArray[np.int32]:
+        """Tokens of JSON structure only (``,``, ``}``, ``]``, spaces): what ends a number."""
+        if self._ends is None:
+            ok = frozenset(b' ,}]\n"')
+            self._ends = np.asarray(
+                [
+                    t
+                    for t in self.vocab.ids_starting_with(b",}]").tolist()
+                    if all(c in ok for c in self.vocab.pieces[t])
+                ],
+                dtype=np.int32,
+            )
+        return self._ends
+
+    def _numbers(self, so_far: bytes, call: int, key: str) -> npt.NDArray[np.int32] | None:
+        """Tokens that continue ``so_far`` toward a free number of the conversation, or end it there."""
+        free = {n for a, b, n in self.index.number_spans if self.ledger.free(a, b, call, key)}
         ids: set[int] = set()
-        for number in self.index.numbers:
+        for number in free:
             if number.startswith(so_far) and len(number) > len(so_far):
                 rest = number[len(so_far) :]
                 for k in range(1, len(rest) + 1):
                     ids.update(self.vocab.ids_for(rest[:k]))
-        return np.asarray(sorted(ids), dtype=np.int32) if ids else None
+        out = np.asarray(sorted(ids), dtype=np.int32)
+        if so_far and so_far in free:
+            out = np.union1d(out, self._number_ends())
+        return out if out.size else None

@@ -10,7 +10,9 @@
   (never a name outside them: the grammar still allows only offered names).
 * **The length of a call list** (whole-reply formats): the list ends at the first exact
   repeat of an earlier call (small models loop on a call until ``max_tokens``), and after
-  ``max_calls`` calls (one per item the request enumerates).
+  ``max_calls`` calls (one per item the request enumerates). Before that many calls are
+  written, ending the list costs ``short_list_bias`` (a preference, not a mask: the model
+  may still stop early).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Steering:
     name_prior: Mapping[str, float] = field(default_factory=dict)
     max_calls: int | None = None
     end_repeats: bool = False
+    short_list_bias: float = 0.0
 
 
 class CallList:
@@ -91,23 +94,43 @@ class CallList:
             return False
         return self.repeated or (self.max_calls is not None and len(self.calls) >= self.max_calls)
 
-    def overruns(self, piece: bytes) -> bool:
-        """Would ``piece`` finish a call that ends the list and then go on with anything but closers?
+    @property
+    def between_calls(self) -> bool:
+        """At list level right after a call: the list ends or goes on with the next token."""
+        return self._depth == self.level and not self._in_string and bool(self.calls)
 
-        A token such as ``}},`` closes a call and opens the next one in one step, so the list's end
-        has to be checked inside tokens, not only between them.
-        """
+    @property
+    def short(self) -> bool:
+        """Fewer calls written than ``max_calls`` asks for."""
+        return self.max_calls is not None and len(self.calls) < self.max_calls
+
+    def _finish(self, piece: bytes) -> tuple[CallList, bytes] | None:
+        """Feed ``piece`` to a copy; where it finishes a call, that copy and the rest of the piece."""
         if not self.inside_call or b"}" not in piece:
-            return False
+            return None
         probe = CallList(self.max_calls, self.level)
         probe.calls = list(self.calls)
         probe._depth, probe._in_string, probe._escaped = self._depth, self._in_string, self._escaped
         probe._current = bytearray(self._current)
         for k, b in enumerate(piece):
             probe._byte(b)
-            if probe.must_end:
-                return bool(piece[k + 1 :].strip(b" \t\r\n]}"))
-        return False
+            if probe.between_calls and len(probe.calls) > len(self.calls):
+                return probe, piece[k + 1 :]
+        return None
+
+    def overruns(self, piece: bytes) -> bool:
+        """Would ``piece`` finish a call that ends the list and then go on with anything but closers?
+
+        A token such as ``}},`` closes a call and opens the next one in one step, so the list's end
+        has to be checked inside tokens, not only between them.
+        """
+        found = self._finish(piece)
+        return found is not None and found[0].must_end and bool(found[1].strip(b" \t\r\n]}"))
+
+    def ends_early(self, piece: bytes) -> bool:
+        """Would ``piece`` finish a call and close the list while it is still :attr:`short`?"""
+        found = self._finish(piece)
+        return found is not None and found[0].short and found[1].lstrip().startswith(b"]")
 
 
 @dataclass(frozen=True)

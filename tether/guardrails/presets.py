@@ -53,10 +53,10 @@ PRESETS: dict[str, GuardConfig] = {
     "resolve": replace(_OFF, constrain="names", resolve=True, repick=True),
     "rescue": replace(_OFF, constrain="names", resolve=True, repick=True, rescue=True),
     "full": GuardConfig("names"),
-    # Single-shot function calling: the call-or-answer decision and the name prior from the request's
-    # words, schema-valid grounded values, and no call whose values nobody said. Not the default: a
-    # coding agent's request rarely names its tool ("Create hello.txt" for `write`) and its values (a
-    # command, a file's content) are composed, not copied.
+    # The server's default: the call-or-answer decision and the name prior from the request's words,
+    # schema-valid grounded values, and no call whose values nobody said. Agent loops keep working:
+    # after a tool result the prior is off and nothing is abstained from, and composed values (a
+    # command, a file's content) are neither grounded nor counted against a call.
     "strict": GuardConfig(
         "strict", decide=True, steer_names=True, ground=True, cap_calls=True, abstain_below=0.5
     ),

@@ -18,7 +18,8 @@ the task is done, so the prior is scaled down by ``in_loop_scale``.
 The name prior adds ``name_weight`` times each tool's relevance to the first token of its
 name, so the tool the request talks about is preferred among the offered ones. With the
 decision on, the call list also ends at its first exact repeat and after as many calls as
-the request enumerates (:mod:`tether.selection.enumeration`).
+the request enumerates (:mod:`tether.selection.enumeration`), and, when no offered tool can
+take that many values in one call, ending it before that costs ``short_list_bias``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tether.chat import Message
+from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
+from tether.grammar.grounding import extractive_kind
 from tether.grammar.steering import Steering
 from tether.selection.enumeration import enumerated_items
 from tether.selection.relevance import ToolRelevance, rank_tools
@@ -45,6 +48,7 @@ class DecisionModel:
     offset: float = -1.89
     in_loop_scale: float = 0.0
     tool_prior_weight: float = 2.0
+    short_list_bias: float = 3.0  # what ending a call list before one call per enumerated item costs
 
     def prior(self, best: ToolRelevance, *, in_loop: bool) -> float:
         raw = self.coverage_weight * best.coverage + self.name_weight * best.name + self.offset
@@ -80,10 +84,23 @@ def steering_for(
     name_prior = (
         {r.tool: model.tool_prior_weight * r.score for r in ranked} if names and len(tools) > 1 else {}
     )
+    max_calls = enumerated_items(request_text(messages)) if cap and not in_loop else None
+    # Items one call can hold ("a triangle with sides 3, 4 and 5") do not ask for more calls.
+    several = max_calls is not None and max_calls > 1 and not any(_holds(t, max_calls) for t in tools)
     return Steering(
         call_prior=prior,
         decide=decide,
         name_prior=name_prior,
-        max_calls=enumerated_items(request_text(messages)) if cap and not in_loop else None,
+        max_calls=max_calls,
         end_repeats=True,
+        short_list_bias=model.short_list_bias if several else 0.0,
     )
+
+
+def _holds(tool: ToolSpec, items: int) -> bool:
+    """Can one call of ``tool`` take ``items`` values: as many extractive parameters, or a list of them?"""
+    props = tool.parameters.get("properties") or {}
+    kinds = [(extractive_kind(spec, key), spec) for key, spec in props.items()]
+    if any(kind and isinstance(spec, dict) and "array" in schema_types(spec) for kind, spec in kinds):
+        return True
+    return sum(1 for kind, _ in kinds if kind) >= items

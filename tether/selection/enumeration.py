@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["enumerated_items"]
+__all__ = ["enumerated_items", "enumerated_list"]
 
 _ITEM = r"[\w$%°'’.\-/]+(?:\s+[\w$%°'’.\-/]+){0,3}"
 # "A, B, and C" / "A, B and C" / "A and B" / "A or B": items of at most four words each.
@@ -33,6 +33,30 @@ _COUNTED = re.compile(
 )
 _SEQUENCE = re.compile(r"\b(?:first|second|third|fourth|fifth|then|finally|after that|also)\b", re.IGNORECASE)
 _MAX = 10
+_WORDS = re.compile(r"\S+")
+
+
+def enumerated_list(text: str) -> tuple[int, int] | None:
+    """Where in ``text`` its longest list ("Paris, London and Berlin") stands, as a character range.
+
+    The first and last items are cut to as many words as the longest middle item has (one
+    without middle items): in "the weather in Paris and London for 3 days" the list is
+    "Paris and London", not the words around it.
+    """
+    best: tuple[int, int] | None = None
+    count = 1
+    for m in _LIST.finditer(text):
+        middle = [p for p in m.group(2).split(",") if p.strip()]
+        if 2 + len(middle) <= count:
+            continue
+        count = 2 + len(middle)
+        k = max((len(p.split()) for p in middle), default=1)
+        first = list(_WORDS.finditer(m.group(1)))
+        last = list(_WORDS.finditer(m.group(3)))
+        start = m.start(1) + first[-min(k, len(first))].start()
+        end = m.start(3) + last[min(k, len(last)) - 1].end()
+        best = (start, end)
+    return best
 
 
 def enumerated_items(text: str) -> int:

@@ -6,9 +6,13 @@ call's *extractive* values (strings and numbers without ``enum``, ``const`` or `
 :func:`tether.grammar.grounding.extractive_kind`) that the conversation contains:
 
 * a string counts when it occurs in the conversation (case and spacing ignored), or when
-  at least half of its words do (``"New York, NY"`` for "in New York");
-* a number counts when the conversation writes it (``1,000`` is 1000), as a percentage
-  (``5%`` for 0.05) or as a number word ("two", "a dozen").
+  at least half of its words do (``"New York, NY"`` for "in New York"); a string of several
+  lines, or one of a composed parameter (a file's content, a command:
+  :func:`tether.grammar.grounding.composed`), is
+  the model's own writing and says nothing either way;
+* a number counts when the conversation states it, however written
+  (:func:`tether.grammar.spans.number_spans`: ``1,000``, ``2 million``, ``5%`` for 0.05, "two",
+  "a dozen").
 
 Booleans, enums, defaults and values without a schema say nothing either way. The guard
 pipeline abstains from a call whose share is below its threshold when the request allowed
@@ -25,23 +29,11 @@ from typing import Any
 
 from tether.chat import Message
 from tether.grammar.grounding import extractive_kind
+from tether.grammar.spans import number_spans
 
 __all__ = ["Grounding", "conversation_text", "grounded_share"]
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _WORD = re.compile(r"[^\W_]+")
-_SMALL = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty"
-)
-_NUMBER_WORDS = {w: float(i) for i, w in enumerate(_SMALL.split(" "))} | {
-    "thirty": 30.0,
-    "forty": 40.0,
-    "fifty": 50.0,
-    "hundred": 100.0,
-    "thousand": 1000.0,
-    "dozen": 12.0,
-}
 
 
 def conversation_text(messages: Sequence[Message]) -> str:
@@ -61,8 +53,7 @@ class Grounding:
     def of(cls, text: str) -> Grounding:
         flat = " ".join(text.lower().split())
         words = frozenset(_WORD.findall(flat))
-        numbers = {float(m) for m in _NUMBER.findall(flat.replace(",", ""))}
-        numbers |= {v for w, v in _NUMBER_WORDS.items() if w in words}
+        numbers = {float(n) for _, _, n in number_spans(flat.encode())}
         return cls(flat, words, frozenset(numbers))
 
     def has_string(self, value: str) -> bool:
@@ -89,15 +80,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _values(value: Any, schema: Any) -> Iterator[tuple[str, Any]]:
-    kind = extractive_kind(schema)
+def _values(value: Any, schema: Any, name: str = "") -> Iterator[tuple[str, Any]]:
+    kind = extractive_kind(schema, name)
     if kind is None:
         return
     if isinstance(value, list):
         items = schema.get("items") if isinstance(schema, Mapping) else None
         for v in value:
-            yield from _values(v, items if items is not None else schema)
-    elif isinstance(value, str) if kind == "string" else _is_number(value):
+            yield from _values(v, items if items is not None else schema, name)
+    elif kind == "string" and isinstance(value, str):
+        if "\n" not in value:  # several lines are written, not named
+            yield kind, value
+    elif kind == "number" and _is_number(value):
         yield kind, value
 
 
@@ -110,7 +104,7 @@ def grounded_share(
         return None
     found = total = 0
     for key, value in arguments.items():
-        for kind, v in _values(value, props.get(key)):
+        for kind, v in _values(value, props.get(key), key):
             total += 1
             found += source.has_string(v) if kind == "string" else source.has_value(v)
     return found / total if total else None

@@ -24,7 +24,7 @@ from wordfreq import zipf_frequency
 
 from tether.grammar.formats.base import ToolSpec
 
-__all__ = ["ToolRelevance", "content_words", "rank_tools", "stem", "weight"]
+__all__ = ["ToolRelevance", "content_words", "mentioned_flags", "rank_tools", "stem", "weight"]
 
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _CAMEL = re.compile(
@@ -32,6 +32,11 @@ _CAMEL = re.compile(
 )
 _MIN_WEIGHT = 1.0  # words this common ("what", "get", "the") are not evidence
 _FIELD = {"name": 1.0, "param": 0.8, "description": 0.6, "param_description": 0.4}
+# Words that make a switch of a name ("include_", "use_", "show_") without saying what it switches.
+_SWITCH = frozenset(
+    {"include", "use", "enable", "show", "return", "get", "with", "allow", "add", "is", "has", "want"}
+    | {"need", "only"}
+)
 
 
 def stem(word: str) -> str:
@@ -137,4 +142,23 @@ def rank_tools(request: str, tools: Sequence[ToolSpec]) -> list[ToolRelevance]:
                 named / name_total if name_total else 0.0,
             )
         )
+    return out
+
+
+def mentioned_flags(text: str, tools: Sequence[ToolSpec]) -> dict[str, frozenset[str]]:
+    """Per tool, its boolean parameters whose every telling name word ``text`` uses: "including
+    precipitation" mentions ``include_precipitation``, "avoiding toll roads" ``avoid_tolls``."""
+    said = {stem(w) for w in content_words(text)}
+    out: dict[str, frozenset[str]] = {}
+    for tool in tools:
+        props: Mapping[str, Any] = tool.parameters.get("properties") or {}
+        found = set()
+        for key, spec in props.items():
+            if not isinstance(spec, Mapping) or spec.get("type") != "boolean":
+                continue
+            words = [stem(w) for w in content_words(key) if w not in _SWITCH and weight(w) >= _MIN_WEIGHT]
+            if words and all(w in said for w in words):
+                found.add(key)
+        if found:
+            out[tool.name] = frozenset(found)
     return out

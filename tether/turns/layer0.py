@@ -23,11 +23,13 @@ from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.provider import ConstraintProvider
 from tether.grammar.steering import Steering
 from tether.guardrails.interventions import Intervention
-from tether.selection.decision import DecisionModel, steering_for
+from tether.selection.decision import DecisionModel, request_text, steering_for
+from tether.selection.enumeration import enumerated_list
 from tether.selection.grounded import conversation_text
+from tether.selection.relevance import mentioned_flags
 from tether.turns.core import ConstraintFactory, Prepared
 
-__all__ = ["Layer0", "grounding_source", "tool_constraint_factory"]
+__all__ = ["Layer0", "grounding_source", "listed_range", "tool_constraint_factory"]
 
 # Bytes of conversation the grounding index covers (the most recent ones).
 _SOURCE_CHARS = 6000
@@ -36,6 +38,16 @@ _SOURCE_CHARS = 6000
 def grounding_source(messages: Sequence[Message]) -> str:
     """The most recent conversation text argument values may be copied from."""
     return conversation_text(messages)[-_SOURCE_CHARS:]
+
+
+def listed_range(source: str, request: str) -> tuple[int, int] | None:
+    """The byte range, in ``source``, of the list ``request`` enumerates (None: no list, or not there)."""
+    found = enumerated_list(request)
+    at = source.rfind(request) if found else -1
+    if found is None or at < 0:
+        return None
+    start, end = at + found[0], at + found[1]
+    return len(source[:start].encode()), len(source[:end].encode())
 
 
 class Layer0:
@@ -103,13 +115,21 @@ def tool_constraint_factory(
         slot = prepared.fmt.name_slot
         grounding = None
         if guard.ground and isinstance(slot, JsonNameSlot):
+            source = grounding_source(job.messages)
+            request = request_text(job.messages)
+            # Items taken one per call only where several calls are asked for: otherwise the model's
+            # habit of repeating its call is dropped as an exact repeat, not turned into permutations.
+            several = steering.short_list_bias > 0
+            listed = listed_range(source, request) if several else None
             grounding = GroundingProcessor(
                 provider.vocab,
-                grounding_source(job.messages),
+                source,
                 prepared.tools,
                 prompt_len=len(prepared.prompt_ids),
                 opener=f'"{slot.args_key}":'.encode(),
                 bias=grounding_bias,
+                listed=listed,
+                flags=mentioned_flags(request, prepared.tools),
             )
         return Layer0(constraint, grounding, forced=prepared.answer_only)
 

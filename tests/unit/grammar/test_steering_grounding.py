@@ -8,10 +8,11 @@ import numpy as np
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.grounding import ArgsTracker, GroundingProcessor, SpanIndex, extractive_kind
+from tether.grammar.grounding import ArgsTracker, GroundingProcessor, composed, extractive_kind
 from tether.grammar.masks import MaskCache
 from tether.grammar.plan import build_plan
 from tether.grammar.regex import RegexCompiler
+from tether.grammar.spans import SpanIndex
 from tether.grammar.steering import CallList, Steering, apply_decision, log_odds
 from tether.grammar.vocab import TokenVocab
 
@@ -139,6 +140,15 @@ def test_extractive_parameters() -> None:
         assert extractive_kind(schema) is None
 
 
+def test_composed_parameters_are_the_models_to_write() -> None:
+    text = {"type": "string"}
+    for name in ("content", "contents", "command", "newCommand", "source_code", "regex", "body", "CMD"):
+        assert composed(name) and extractive_kind(text, name) is None, name
+    for name in ("city", "filePath", "location", "name", "query", "contentious"):
+        assert not composed(name) and extractive_kind(text, name) == "string", name
+    assert extractive_kind({"type": "integer"}, "code") == "number"  # a number is still named
+
+
 def test_span_index_knows_exactly_the_substrings() -> None:
     index = SpanIndex(b"weather in Paris, then London", VOCAB)
     assert index.occurrences(b"Par") == [14] and index.occurrences(b"Rome") == []
@@ -181,3 +191,114 @@ def test_grounding_prefers_the_conversations_own_values() -> None:
     assert out[ord("1")] == 0.0  # "1" is not a number of the conversation; nothing continues it
     masked = np.full(len(PIECES), -np.inf, dtype=np.single)
     assert not np.isfinite(g(np.asarray(ids, dtype=np.intc), masked)).any()  # a bias never re-opens a token
+
+
+def test_a_short_call_list_costs_its_end_and_a_full_one_does_not() -> None:
+    c = constraint(Steering(max_calls=2, end_repeats=True, short_list_bias=3.0))
+    first = [*b'{"tool_calls": [', *b'{"name": "get_weather", "arguments": {"city": "Paris"']
+    out = None
+    for k in range(1, len(first) + 1):
+        out = step(c, first[:k], np.zeros(len(PIECES), dtype=np.single))
+    assert out is not None  # inside the first of two calls: closing the list with it costs 3
+    assert out[tid(b"}}]}")] == -3.0 and out[tid(b'}}, {"')] == 0.0 and out[ord("}")] == 0.0
+    ids = [*first, ord("}"), ord("}")]  # the call is written; the list is at its fork
+    out = step(c, ids, np.zeros(len(PIECES), dtype=np.single))
+    assert out[ord("]")] == -3.0 and out[ord(",")] == 0.0
+    ids += [*b', {"name": "get_weather", "arguments": {"city": "Lon"']
+    for k in range(len(first) + 3, len(ids) + 1):
+        out = step(c, ids[:k], np.zeros(len(PIECES), dtype=np.single))
+    assert out[tid(b"}}]}")] == 0.0  # two calls: the list may end (the cap ends it)
+    plain = constraint(Steering(max_calls=2, end_repeats=True))
+    for k in range(1, len(first) + 1):
+        out = step(plain, first[:k], np.zeros(len(PIECES), dtype=np.single))
+    assert out[tid(b"}}]}")] == 0.0  # no bias asked: no preference
+
+
+def _grounding_step(g: GroundingProcessor, text: bytes) -> np.ndarray:
+    return g(np.asarray(list(text), dtype=np.intc), np.zeros(len(PIECES), dtype=np.single))
+
+
+LOAN = ToolSpec(
+    "loan",
+    "a loan",
+    {"type": "object", "properties": {"amount": {"type": "number"}, "rate": {"type": "number"}}},
+)
+
+
+def test_a_whole_number_of_the_conversation_is_ended_there() -> None:
+    g = GroundingProcessor(VOCAB, "Borrow 5000 at 7% for 3 years", [LOAN], prompt_len=0)
+    head = b'{"tool_calls": [{"name": "loan", "arguments": {"amount": '
+    out = _grounding_step(g, head + b"3")
+    assert out[ord(",")] == 4.0 and out[ord("}")] == 4.0 and out[ord("0")] == 0.0
+    g = GroundingProcessor(VOCAB, "Borrow 5000 at 7% for 3 years", [LOAN], prompt_len=0)
+    out = _grounding_step(g, head + b"500")
+    assert out[ord("0")] == 4.0 and out[ord(",")] == 0.0  # 500 is not the conversation's: go on to 5000
+
+
+def test_within_a_call_each_span_fills_one_parameter() -> None:
+    g = GroundingProcessor(VOCAB, "Borrow 5000 at 5% for 3 years", [LOAN], prompt_len=0)
+    head = b'{"tool_calls": [{"name": "loan", "arguments": {"amount": 5000, "rate": '
+    out = _grounding_step(g, head)
+    assert out[ord("5")] == 4.0 and out[ord("3")] == 4.0
+    out = _grounding_step(g, head + b"5")  # the 5 of "5%", not the 5000 the amount took
+    assert out[ord("0")] == 0.0 and out[ord(",")] == 4.0
+    fresh = GroundingProcessor(VOCAB, "Borrow 5000 at 5% for 3 years", [LOAN], prompt_len=0)
+    out = _grounding_step(fresh, b'{"tool_calls": [{"name": "loan", "arguments": {"rate": 5')
+    assert out[ord("0")] == 4.0 and out[ord(",")] == 4.0  # nothing taken yet: 5000 and 5 both fit
+
+
+def test_each_call_takes_the_next_item_of_the_enumerated_list() -> None:
+    source = "Weather in Paris and London, and Paris time"
+    listed = (len("Weather in "), len("Weather in Paris and London"))
+    g = GroundingProcessor(VOCAB, source, TOOLS, prompt_len=0, listed=listed)
+    call = b'{"name": "get_weather", "arguments": {"city": "'
+    first = b'{"tool_calls": [' + call + b'Paris"}}, ' + call
+    ids = [*first[: -len(call)], *call]
+    out = g(np.asarray(ids, dtype=np.intc), np.zeros(len(PIECES), dtype=np.single))
+    # "Paris" of the list is taken; "Paris" after it (outside the list) still fits, so does London.
+    assert out[tid(b"Lon")] == 4.0 and out[tid(b"Paris")] == 4.0
+    ids += [*b"Paris"]
+    out = g(np.asarray(ids, dtype=np.intc), np.zeros(len(PIECES), dtype=np.single))
+    assert out[ord('"')] == 4.0  # the later "Paris" is a whole span too
+    unlisted = GroundingProcessor(VOCAB, "Weather in Paris and London", TOOLS, prompt_len=0, listed=listed)
+    ids = [*first]
+    out = unlisted(np.asarray(ids, dtype=np.intc), np.zeros(len(PIECES), dtype=np.single))
+    assert out[tid(b"Lon")] == 4.0 and out[tid(b"Paris")] == 0.0 and out[tid(b"Par")] == 0.0
+
+
+def test_numbers_are_known_however_the_conversation_writes_them() -> None:
+    from tether.grammar.spans import number_spans
+
+    text = b"Borrow $200,000 at 5% for two years; 213 million people, 1.5 billion, 8 percent, a dozen"
+    found = {n for _, _, n in number_spans(text)}
+    assert {b"200000", b"5", b"0.05", b"2", b"213", b"213000000", b"1500000000", b"0.08", b"12"} <= found
+    assert b"000" not in found and b"200" not in found  # the pieces of a grouped number are not numbers
+
+
+def test_grouped_and_scaled_numbers_are_grounded_whole() -> None:
+    g = GroundingProcessor(VOCAB, "A house for $200,000 in a town of 2 million", [LOAN], prompt_len=0)
+    out = _grounding_step(g, b'{"tool_calls": [{"name": "loan", "arguments": {"amount": 200')
+    assert out[ord("0")] == 4.0 and out[ord(",")] == 0.0  # on to 200000, not ended at 200
+    g = GroundingProcessor(VOCAB, "A house for $200,000 in a town of 2 million", [LOAN], prompt_len=0)
+    out = _grounding_step(g, b'{"tool_calls": [{"name": "loan", "arguments": {"amount": 2000000')
+    assert out[ord(",")] == 4.0 and out[ord("}")] == 4.0
+
+
+def test_a_mentioned_switch_prefers_true() -> None:
+    route = ToolSpec(
+        "route",
+        "a route",
+        {
+            "type": "object",
+            "properties": {"to": {"type": "string"}, "avoid_tolls": {"type": "boolean"}},
+        },
+    )
+    head = b'{"tool_calls": [{"name": "route", "arguments": {"to": "Rome", "avoid_tolls": '
+    flags = {"route": frozenset({"avoid_tolls"})}
+    g = GroundingProcessor(VOCAB, "Route to Rome avoiding toll roads", [route], prompt_len=0, flags=flags)
+    out = _grounding_step(g, head)
+    assert out[ord("t")] == 4.0 and out[ord("f")] == 0.0
+    out = _grounding_step(g, head + b"t")
+    assert out[ord("r")] == 0.0  # the value has begun: nothing more to prefer
+    plain = GroundingProcessor(VOCAB, "Route to Rome", [route], prompt_len=0)
+    assert _grounding_step(plain, head)[ord("t")] == 0.0

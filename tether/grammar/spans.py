@@ -1,0 +1,183 @@
+"""The conversation's spans for grounded arguments: where values can be copied from, and which are used.
+
+:class:`SpanIndex` recognizes exactly the substrings of the conversation (as a suffix
+automaton does, by the set of places a partial value occurs), indexed by the model's own
+tokens once per request.
+
+:class:`SpanLedger` records which spans a reply's values already took. Each span the user
+wrote fills one slot: within one call a span given to one parameter is not preferred for
+another (``5000 at 5 %`` is not a rate of 5000), and across the calls of one reply a span
+inside the list the request enumerates ("Paris, London and Berlin") is not preferred again
+for the same parameter, so each call takes the next item. A used span is only no longer
+preferred; it is never masked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
+import numpy.typing as npt
+
+from tether.grammar.vocab import TokenVocab
+
+__all__ = ["SpanIndex", "SpanLedger", "Use", "number_spans"]
+
+_MAX_TOKEN = 16  # bytes of a token looked up at each text position
+_NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
+_WORD = re.compile(rb"[A-Za-z0-9]")
+_GROUPED = re.compile(rb"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_NUM = rb"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?"
+_SCALED = re.compile(rb"(" + _NUM + rb")\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
+_PERCENT = re.compile(rb"(" + _NUM + rb")\s*(?:%|percent\b)", re.IGNORECASE)
+_SCALE = {b"thousand": 3, b"million": 6, b"billion": 9, b"trillion": 12}
+_SMALL = (
+    b"zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    b"sixteen seventeen eighteen nineteen twenty"
+).split(b" ")
+_WORDS = {w: i for i, w in enumerate(_SMALL)} | {b"thirty": 30, b"forty": 40, b"fifty": 50}
+_WORDS |= {b"hundred": 100, b"thousand": 1000}
+_NUMBER_WORD = re.compile(rb"\b(" + b"|".join(_WORDS) + rb"|dozen)\b", re.IGNORECASE)
+
+
+def _plain(value: Decimal) -> bytes:
+    """``value`` as a model writes it in JSON: ``213000000``, ``0.05``, ``2.5``."""
+    text = format(value.normalize(), "f")
+    return text.encode()
+
+
+def _decimal(raw: bytes) -> Decimal | None:
+    try:
+        return Decimal(raw.replace(b",", b"").decode())
+    except InvalidOperation:
+        return None
+
+
+def number_spans(text: bytes) -> list[tuple[int, int, bytes]]:
+    """The numbers ``text`` states, each as (start, end, the number as JSON writes it).
+
+    Digits as written (``5000``), and the values behind other ways of writing a number: grouped
+    digits (``200,000`` → ``200000``), a scale word (``213 million`` → ``213000000``), a percentage
+    (``5%`` → ``0.05``, besides ``5``) and small number words (``two`` → ``2``, ``a dozen`` → ``12``).
+    """
+    grouped = [(m.start(), m.end(), m.group().replace(b",", b"")) for m in _GROUPED.finditer(text)]
+    inside = {p for start, end, _ in grouped for p in range(start, end)}
+    out = [(m.start(), m.end(), m.group()) for m in _NUMBER.finditer(text) if m.start() not in inside]
+    return out + grouped + list(_derived(text))
+
+
+def _derived(text: bytes) -> Iterator[tuple[int, int, bytes]]:
+    for m in _SCALED.finditer(text):
+        value = _decimal(m.group(1))
+        if value is not None:
+            yield m.start(), m.end(), _plain(value.scaleb(_SCALE[m.group(2).lower()]))
+    for m in _PERCENT.finditer(text):
+        value = _decimal(m.group(1))
+        if value is not None:
+            yield m.start(), m.end(), _plain(value.scaleb(-2))
+    for m in _NUMBER_WORD.finditer(text):
+        word = m.group(1).lower()
+        yield m.start(), m.end(), str(12 if word == b"dozen" else _WORDS[word]).encode()
+
+
+class SpanIndex:
+    """The substrings of ``text``, by the positions where a partial value ends."""
+
+    def __init__(self, text: bytes, vocab: TokenVocab) -> None:
+        self.text = text
+        self.vocab = vocab
+        self.number_spans = number_spans(text)
+        self.numbers = {n for _, _, n in self.number_spans}
+        self._at: list[list[int]] | None = None
+        self._start: npt.NDArray[np.int32] | None = None
+
+    def _tokens_at(self) -> list[list[int]]:
+        if self._at is None:
+            text, vocab = self.text, self.vocab
+            self._at = [
+                [
+                    t
+                    for k in range(1, min(_MAX_TOKEN, len(text) - p) + 1)
+                    for t in vocab.ids_for(text[p : p + k])
+                ]
+                for p in range(len(text))
+            ]
+        return self._at
+
+    def start(self) -> npt.NDArray[np.int32]:
+        """Tokens that begin some substring (the first token of a value)."""
+        if self._start is None:
+            ids = {t for tokens in self._tokens_at() for t in tokens}
+            self._start = np.asarray(sorted(ids), dtype=np.int32)
+        return self._start
+
+    def start_at(self, positions: Sequence[int]) -> npt.NDArray[np.int32]:
+        """Tokens that begin a substring at one of ``positions``."""
+        at = self._tokens_at()
+        ids = {t for p in positions if p < len(at) for t in at[p]}
+        return np.asarray(sorted(ids), dtype=np.int32)
+
+    def occurrences(self, value: bytes) -> list[int]:
+        """End positions of every occurrence of ``value`` (capped: a common value occurs often)."""
+        out: list[int] = []
+        at = self.text.find(value)
+        while at != -1 and len(out) < 256:
+            out.append(at + len(value))
+            at = self.text.find(value, at + 1)
+        return out
+
+    def continuations(self, ends: Sequence[int]) -> npt.NDArray[np.int32]:
+        at = self._tokens_at()
+        ids = {t for e in ends if e < len(at) for t in at[e]}
+        return np.asarray(sorted(ids), dtype=np.int32)
+
+    def at_boundary(self, ends: Sequence[int]) -> bool:
+        """Does some occurrence end where a word ends (so the value is a whole span)?"""
+        text = self.text
+        return any(e >= len(text) or not _WORD.match(text[e : e + 1]) for e in ends)
+
+
+@dataclass(frozen=True)
+class Use:
+    """One value of a reply: the span ``[start, end)`` it took, in call ``call`` for parameter ``key``."""
+
+    call: int
+    key: str
+    start: int
+    end: int
+
+
+class SpanLedger:
+    """Which spans of the conversation a reply's values have taken (see the module doc)."""
+
+    def __init__(self, listed: tuple[int, int] | None = None) -> None:
+        self.listed = listed  # the enumerated list's byte range in the source, if the request has one
+        self.uses: list[Use] = []
+
+    def free(self, start: int, end: int, call: int, key: str) -> bool:
+        """May the span ``[start, end)`` still be preferred for ``key`` in call ``call``?"""
+        for use in self.uses:
+            if use.start >= end or start >= use.end:
+                continue
+            if use.call == call:
+                return False
+            if use.key == key and self._in_list(start):
+                return False
+        return True
+
+    def _in_list(self, position: int) -> bool:
+        return self.listed is not None and self.listed[0] <= position < self.listed[1]
+
+    def take(self, spans: Sequence[tuple[int, int]], call: int, key: str) -> None:
+        """A value was written: it took the first of its occurrences ``spans`` that was still free."""
+        for start, end in spans:
+            if self.free(start, end, call, key):
+                self.uses.append(Use(call, key, start, end))
+                return
+
+    def free_ends(self, ends: Sequence[int], length: int, call: int, key: str) -> list[int]:
+        """The occurrences (by end position) of a partial value of ``length`` bytes still free."""
+        return [e for e in ends if self.free(e - length, e, call, key)]
