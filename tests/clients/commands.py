@@ -10,7 +10,19 @@ from pathlib import Path
 
 from tests.clients.harness import CLIENTS, client_env
 
-__all__ = ["aider_command", "cn_command", "opencode_command"]
+__all__ = ["AIDER_HEADLESS", "aider_command", "cn_command", "opencode_command"]
+
+# aider headless and offline: no git, update check, release notes, analytics or prompts.
+AIDER_HEADLESS = (
+    "--no-git",
+    "--no-check-update",
+    "--no-show-release-notes",
+    "--no-analytics",
+    "--no-show-model-warnings",
+    "--no-pretty",
+    "--no-fancy-input",
+    "--yes-always",
+)
 
 
 def opencode_command(
@@ -108,16 +120,9 @@ def aider_command(
         str(metadata),
         "--model-settings-file",
         str(settings),
-        "--no-git",
-        "--no-check-update",
-        "--no-show-release-notes",
-        "--no-analytics",
-        "--no-show-model-warnings",
-        "--no-pretty",
-        "--no-fancy-input",
+        *AIDER_HEADLESS,
         "--map-tokens",
         "0",
-        "--yes-always",
         "--message",
         prompt,
         *files,

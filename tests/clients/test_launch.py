@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients.harness import CLIENTS, ROOT, Server, client_env, run_client
+from tests.clients.harness import CLIENTS, ROOT, Netns, Server, client_env, run_client
 from tests.clients.test_scripted_clients import FINAL, round_trip_turn, tool_requests
 
 pytestmark = pytest.mark.clients
@@ -46,6 +46,20 @@ def launch_command(server: Server, config: Path, *extra: str, client: str = "ope
     ]
 
 
+def dry_run(netns: Netns, server: Server, config: Path, client: str) -> subprocess.CompletedProcess[str]:
+    """``tether launch CLIENT --dry-run --no-start`` against ``server``; it must succeed."""
+    printed = subprocess.run(
+        netns.wrap(launch_command(server, config, "--dry-run", client=client)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert printed.returncode == 0, printed.stderr
+    return printed
+
+
 def start_server(scripted_server: Any, target: Path) -> tuple[Server, Path, dict[str, str]]:
     arguments = {"filePath": str(target), "content": "written by opencode through tether launch\n"}
     server, log = scripted_server("--tool", "write", "--arguments", json.dumps(arguments), "--final", FINAL)
@@ -57,15 +71,7 @@ def test_opencode_runs_on_the_config_launch_prints(netns, scripted_server, workd
     server, log, arguments = start_server(scripted_server, target)
     config = workdir["home"] / "opencode.json"
     config.write_text(json.dumps(USER_CONFIG))
-    printed = subprocess.run(
-        netns.wrap(launch_command(server, config, "--dry-run")),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
-    assert printed.returncode == 0, printed.stderr
+    printed = dry_run(netns, server, config, "opencode")
     assert json.loads(config.read_text()) == USER_CONFIG  # a dry run writes nothing
     launched = json.loads(printed.stdout)  # stdout is the merged config alone
     assert {key: launched[key] for key in USER_CONFIG} == USER_CONFIG

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.clients.harness import CLIENTS, ROOT, Netns, Server, client_env, load_log, run_client
-from tests.clients.test_launch import launch_command
+from tests.clients.commands import AIDER_HEADLESS
+from tests.clients.harness import CLIENTS, Server, client_env, load_log, run_client
+from tests.clients.test_launch import dry_run, launch_command
 from tests.clients.test_scripted_clients import FINAL, round_trip_turn, tool_requests
 
 pytestmark = pytest.mark.clients
@@ -60,17 +60,7 @@ AIDER_USER_METADATA = {
     }
 }
 AIDER_USER_SETTINGS = [{"name": "openai/other", "edit_format": "whole"}]
-# aider headless and offline, as tests/clients/commands.py runs it (minus what launch's files set).
-AIDER_ARGS = (
-    "--no-git",
-    "--no-check-update",
-    "--no-show-release-notes",
-    "--no-analytics",
-    "--no-show-model-warnings",
-    "--no-pretty",
-    "--no-fancy-input",
-    "--yes-always",
-)
+AIDER_ARGS = AIDER_HEADLESS  # as tests/clients/commands.py runs aider (minus what launch's files set)
 AIDER_REPLY = (
     'Changing the greeting.\n\nhello.py\n```python\n<<<<<<< SEARCH\nprint("old")\n=======\n'
     'print("hello from tether launch")\n>>>>>>> REPLACE\n```\n'
@@ -81,17 +71,11 @@ def cn_env(home: Path, **extra: str) -> dict[str, str]:
     return client_env(home, CONTINUE_GLOBAL_DIR=str(home / ".continue"), **extra)
 
 
-def dry_run(netns: Netns, server: Server, config: Path, client: str) -> subprocess.CompletedProcess[str]:
-    printed = subprocess.run(
-        netns.wrap(launch_command(server, config, "--dry-run", client=client)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
-    assert printed.returncode == 0, printed.stderr
-    return printed
+def cn_user_config(home: Path) -> tuple[Path, str]:
+    """The user's own cn config (launch must keep it), and its text."""
+    config = home / "continue-user.yaml"
+    config.write_text(yaml.safe_dump(CN_USER, sort_keys=False))
+    return config, config.read_text()
 
 
 def start_cn_server(scripted_server: Any, target: Path, content: str) -> tuple[Server, Path, str]:
@@ -127,9 +111,7 @@ def check_cn_requests(log: Path, entry: dict[str, Any]) -> None:
 def test_cn_runs_on_the_config_launch_prints(netns, scripted_server, workdir, installed) -> None:
     target = workdir["project"] / "hello.txt"
     server, log, content = start_cn_server(scripted_server, target, "written by cn from launch's dry run\n")
-    config = workdir["home"] / "continue-user.yaml"
-    config.write_text(yaml.safe_dump(CN_USER, sort_keys=False))
-    user_text = config.read_text()
+    config, user_text = cn_user_config(workdir["home"])
     printed = dry_run(netns, server, config, "cn")
     assert config.read_text() == user_text  # a dry run writes nothing
     entry = check_cn_entry(yaml.safe_load(printed.stdout), server)  # stdout is the merged config alone
@@ -154,9 +136,7 @@ def test_cn_runs_on_the_config_launch_prints(netns, scripted_server, workdir, in
 def test_launch_writes_the_config_and_runs_cn(netns, scripted_server, workdir, installed) -> None:
     target = workdir["project"] / "hello.txt"
     server, log, content = start_cn_server(scripted_server, target, "written by cn through tether launch\n")
-    config = workdir["home"] / "continue-user.yaml"
-    config.write_text(yaml.safe_dump(CN_USER, sort_keys=False))
-    user_text = config.read_text()
+    config, user_text = cn_user_config(workdir["home"])
     env = cn_env(workdir["home"], PATH=f"{CLIENTS / 'node_modules/.bin'}:{os.environ.get('PATH', '')}")
     cmd = launch_command(server, config, "--", "-p", "--auto", "Create hello.txt", client="cn")
     run = run_client(netns, cmd, env=env, cwd=workdir["project"], timeout=180)
