@@ -134,14 +134,19 @@ class ToolConstraint:
         deep = self._braces[self._closings >= self.calls.open_levels]
         live = deep[np.isfinite(logits[deep])]
         pieces = self.vocab.pieces
-        over = [int(t) for t in live if self.calls.overruns(pieces[t])]
+        bias = self.steering.short_list_bias if self.calls.short else 0.0
+        over: list[int] = []
+        early: list[int] = []
+        for t in live.tolist():
+            ending = self.calls.ending(pieces[t])  # one probe per token serves both rules
+            if ending == "overrun":
+                over.append(t)
+            elif ending == "early" and bias:
+                early.append(t)
         if over:
             logits[over] = -np.inf
-        bias = self.steering.short_list_bias
-        if bias and self.calls.short:
-            early = [int(t) for t in live if self.calls.ends_early(pieces[t])]
-            if early:
-                logits[early] -= bias
+        if early:
+            logits[early] -= bias
 
     def _list_closers(self) -> npt.NDArray[np.int32]:
         assert self.plan.list_close is not None

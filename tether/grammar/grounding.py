@@ -265,10 +265,7 @@ class GroundingProcessor:
         if tr.string is not None and kind == "string" and not tr.escaped and b"\\" not in tr.string:
             value = bytes(tr.string)
             if not value:
-                if not self.ledger.uses:
-                    return self.index.start()
-                free = [p for p in range(len(self.index.text)) if self.ledger.free(p, p + 1, call, key)]
-                return self.index.start_at(free)
+                return self.index.start_except(self.ledger.blocked(call, key))
             ends = self.ledger.free_ends(self.index.occurrences(value), len(value), call, key)
             if not ends:
                 return None  # the model left the text (or took a used span): no preference any more

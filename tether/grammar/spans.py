@@ -15,6 +15,7 @@ preferred; it is never masked.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -93,6 +94,7 @@ class SpanIndex:
         self.numbers = {n for _, _, n in self.number_spans}
         self._at: list[list[int]] | None = None
         self._start: npt.NDArray[np.int32] | None = None
+        self._starts: Counter[int] | None = None
 
     def _tokens_at(self) -> list[list[int]]:
         if self._at is None:
@@ -114,11 +116,20 @@ class SpanIndex:
             self._start = np.asarray(sorted(ids), dtype=np.int32)
         return self._start
 
-    def start_at(self, positions: Sequence[int]) -> npt.NDArray[np.int32]:
-        """Tokens that begin a substring at one of ``positions``."""
+    def start_except(self, blocked: set[int]) -> npt.NDArray[np.int32]:
+        """Tokens that begin a substring at some position outside ``blocked``.
+
+        Counts, per token, the positions it begins a substring at (once per request), so only the
+        blocked positions are looked at per call: a value's first step stays O(blocked), not O(text).
+        """
+        if not blocked:
+            return self.start()
+        if self._starts is None:
+            self._starts = Counter(t for tokens in self._tokens_at() for t in tokens)
         at = self._tokens_at()
-        ids = {t for p in positions if p < len(at) for t in at[p]}
-        return np.asarray(sorted(ids), dtype=np.int32)
+        lost = Counter(t for p in blocked if p < len(at) for t in at[p])
+        gone = [t for t, n in lost.items() if n >= self._starts[t]]
+        return np.setdiff1d(self.start(), np.asarray(gone, dtype=np.int32), assume_unique=True)
 
     def occurrences(self, value: bytes) -> list[int]:
         """End positions of every occurrence of ``value`` (capped: a common value occurs often)."""
@@ -170,6 +181,16 @@ class SpanLedger:
 
     def _in_list(self, position: int) -> bool:
         return self.listed is not None and self.listed[0] <= position < self.listed[1]
+
+    def blocked(self, call: int, key: str) -> set[int]:
+        """The positions no longer preferred for ``key`` in call ``call`` (see :meth:`free`)."""
+        out: set[int] = set()
+        for use in self.uses:
+            if use.call == call:
+                out.update(range(use.start, use.end))
+            elif use.key == key:
+                out.update(p for p in range(use.start, use.end) if self._in_list(p))
+        return out
 
     def take(self, spans: Sequence[tuple[int, int]], call: int, key: str) -> None:
         """A value was written: it took the first of its occurrences ``spans`` that was still free."""

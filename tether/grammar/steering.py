@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -118,19 +119,23 @@ class CallList:
                 return probe, piece[k + 1 :]
         return None
 
-    def overruns(self, piece: bytes) -> bool:
-        """Would ``piece`` finish a call that ends the list and then go on with anything but closers?
+    def ending(self, piece: bytes) -> Literal["overrun", "early"] | None:
+        """What ``piece`` does to the list if it finishes a call inside it.
 
-        A token such as ``}},`` closes a call and opens the next one in one step, so the list's end
-        has to be checked inside tokens, not only between them.
+        ``"overrun"``: the call ends the list and the piece goes on with anything but closers (a
+        token such as ``}},`` closes a call and opens the next one in one step, so the list's end
+        has to be checked inside tokens, not only between them). ``"early"``: it closes the list
+        while the list is still :attr:`short`. None otherwise.
         """
         found = self._finish(piece)
-        return found is not None and found[0].must_end and bool(found[1].strip(b" \t\r\n]}"))
-
-    def ends_early(self, piece: bytes) -> bool:
-        """Would ``piece`` finish a call and close the list while it is still :attr:`short`?"""
-        found = self._finish(piece)
-        return found is not None and found[0].short and found[1].lstrip().startswith(b"]")
+        if found is None:
+            return None
+        probe, rest = found
+        if probe.must_end and rest.strip(b" \t\r\n]}"):
+            return "overrun"
+        if probe.short and rest.lstrip().startswith(b"]"):
+            return "early"
+        return None
 
 
 @dataclass(frozen=True)

@@ -302,3 +302,12 @@ def test_a_mentioned_switch_prefers_true() -> None:
     assert out[ord("r")] == 0.0  # the value has begun: nothing more to prefer
     plain = GroundingProcessor(VOCAB, "Route to Rome", [route], prompt_len=0)
     assert _grounding_step(plain, head)[ord("t")] == 0.0
+
+
+def test_starts_outside_blocked_positions_are_the_union_over_the_free_ones() -> None:
+    text = b"weather in Paris, then London, then Paris again"
+    index = SpanIndex(text, VOCAB)
+    for blocked in (set(), set(range(11, 16)), set(range(0, 30)), set(range(len(text)))):
+        at = index._tokens_at()
+        union = sorted({t for p in range(len(text)) if p not in blocked for t in at[p]})
+        assert index.start_except(blocked).tolist() == union
