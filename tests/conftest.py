@@ -34,7 +34,9 @@ def make_client(
 ) -> tuple[httpx.AsyncClient, list[ScriptedEngine]]:
     """An httpx client bound to an app over scripted engines (ASGI transport, no sockets)."""
     pool = list(engines) if engines else [ScriptedEngine(replies)]
-    cfg = ServerConfig(**{"preset": "full", **config})  # scripted calls invent their values: the default's abstaining would drop them
+    cfg = ServerConfig(
+        **{"preset": "full", **config}
+    )  # scripted calls invent their values: the default's abstaining would drop them
     app = create_app(cfg, Scheduler(pool, queue_limit=cfg.queue_limit))
     transport = httpx.ASGITransport(app=app)
     return httpx.AsyncClient(transport=transport, base_url="http://test"), pool

@@ -41,7 +41,8 @@ def serve(
     model: Annotated[
         str | None,
         typer.Option(
-            help="GGUF file or MLX directory to serve. (default: the bundled SmolLM2-135M-Instruct Q4_1)"
+            help="GGUF file or MLX directory to serve (default: the bundled SmolLM2-135M-Instruct Q4_1); "
+            "with an openai or ollama --backend, the model to ask it for."
         ),
     ] = None,
     engine: Annotated[
@@ -79,6 +80,49 @@ def serve(
     ] = None,
     threads: Annotated[
         int | None, typer.Option(help="CPU threads. (default: all cores; env TETHER_THREADS)")
+    ] = None,
+    gpu_layers: Annotated[
+        str | None,
+        typer.Option(
+            metavar="all|N",
+            help="Layers llama.cpp offloads to the GPU: 'all', or N (0: CPU only); needs a GPU build, "
+            f"see docs/gpu.md. Not with --engine mlx. {_default('gpu_layers')}",
+        ),
+    ] = None,
+    flash_attn: Annotated[
+        bool | None,
+        typer.Option(
+            "--flash-attn/--no-flash-attn",
+            help=f"Flash attention (needed for a quantized --cache-type-v). {_default('flash_attn')}",
+        ),
+    ] = None,
+    cache_type_k: Annotated[
+        str | None,
+        typer.Option(
+            help="KV cache type for K: f16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | bf16 | f32 (q8_0 halves "
+            f"the K cache). {_default('cache_type_k')}"
+        ),
+    ] = None,
+    cache_type_v: Annotated[
+        str | None,
+        typer.Option(
+            help="KV cache type for V, as --cache-type-k; a quantized one needs --flash-attn. "
+            f"{_default('cache_type_v')}"
+        ),
+    ] = None,
+    mmap: Annotated[
+        bool | None,
+        typer.Option(
+            "--mmap/--no-mmap",
+            help=f"Map the model file instead of reading it into memory. {_default('mmap')}",
+        ),
+    ] = None,
+    mlock: Annotated[
+        bool | None,
+        typer.Option(
+            "--mlock/--no-mlock",
+            help=f"Lock the model in RAM so the OS cannot swap it out. {_default('mlock')}",
+        ),
     ] = None,
     tool_format: Annotated[
         str | None,
@@ -127,6 +171,13 @@ def serve(
             help="Workflow file (YAML/TOML) clients can attach to a session; repeatable. (env TETHER_WORKFLOW)"
         ),
     ] = None,
+    session_store: Annotated[
+        str | None,
+        typer.Option(
+            help="Where workflow sessions live: memory, or redis://host:port/db shared by replicas "
+            f"(docs/deploy.md). {_default('session_store')}"
+        ),
+    ] = None,
     compaction: Annotated[
         bool | None,
         typer.Option(
@@ -140,6 +191,26 @@ def serve(
             "--preempt/--no-preempt",
             help=f"Let higher-priority requests preempt running ones. {_default('preempt')}",
         ),
+    ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="URL of a running llama-server, vLLM, Ollama or OpenAI-compatible server to forward "
+            "generation to, instead of loading a model; tether keeps its whole pipeline, with layer 0 as "
+            "a grammar where the server takes one and the post-hoc guard on chat-only APIs "
+            "(docs/backends.md). (env TETHER_BACKEND)"
+        ),
+    ] = None,
+    backend_kind: Annotated[
+        str | None,
+        typer.Option(
+            help="What --backend is: auto | llama-server | vllm | ollama | openai (auto asks the server). "
+            "(env TETHER_BACKEND_KIND)"
+        ),
+    ] = None,
+    backend_api_key: Annotated[
+        str | None,
+        typer.Option(help="Bearer key the backend server requires. (env TETHER_BACKEND_API_KEY)"),
     ] = None,
     log_level: Annotated[
         str | None, typer.Option(help=f"debug | info | warning | error. {_default('log_level')}")
@@ -164,7 +235,7 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Start the OpenAI- and Anthropic-compatible server on an embedded engine.
+    """Start the OpenAI- and Anthropic-compatible server on an embedded engine (or in front of --backend).
 
     Every option may also come from a TETHER_<NAME> environment variable (TETHER_CTX=4096)
     or a tether.toml file; the command line wins over the environment, which wins over the file.
@@ -184,6 +255,12 @@ def serve(
         "queue_timeout": queue_timeout,
         "shutdown_grace": shutdown_grace,
         "threads": threads,
+        "gpu_layers": gpu_layers,
+        "flash_attn": flash_attn,
+        "cache_type_k": cache_type_k,
+        "cache_type_v": cache_type_v,
+        "mmap": mmap,
+        "mlock": mlock,
         "tool_format": tool_format,
         "constrain": constrain,
         "preset": preset,
@@ -192,8 +269,12 @@ def serve(
         "server_tools": server_tools,
         "permission": permission,
         "workflow": workflow or None,
+        "session_store": session_store,
         "compaction": compaction,
         "preempt": preempt,
+        "backend": backend,
+        "backend_kind": backend_kind,
+        "backend_api_key": backend_api_key,
         "log_level": log_level,
     }
     try:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from tether.engine.llama_options import CacheTypeName, LlamaOptions, check_mlx, parse_gpu_layers
 from tether.errors import ConfigError
 
-__all__ = ["ConstrainMode", "ServerConfig", "Settings", "is_loopback"]
+__all__ = ["REDIS_URL_SCHEMES", "ConstrainMode", "ServerConfig", "Settings", "is_loopback"]
 
 ConstrainMode = Literal["off", "names", "strict"]
+REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")  # --session-store values besides "memory"
 
 
 @dataclass(frozen=True)
@@ -48,11 +50,19 @@ class ServerConfig:
     workflows: tuple[str, ...] = ()
     session_ttl_s: float = 3600.0
     max_sessions: int = 1024
+    session_store: str = "memory"
     responses_store: int = 256
     compaction: bool = False
     preempt: bool = False
     queue_timeout_s: float | None = 300.0
     shutdown_grace_s: float = 5.0
+    # GPU offload, flash attention, KV cache types, mmap, mlock (docs/gpu.md)
+    llama_options: LlamaOptions = field(default_factory=LlamaOptions)
+    # A running engine to forward generation to instead of loading a model (docs/backends.md).
+    backend: str | None = None
+    backend_kind: Literal["auto", "llama-server", "vllm", "ollama", "openai"] = "auto"
+    backend_api_key: str | None = None
+    backend_timeout_s: float = 600.0
 
 
 def is_loopback(host: str) -> bool:
@@ -75,7 +85,11 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TETHER_", extra="ignore")
 
-    model: str | None = Field(default=None, description="Path of a GGUF file; default: the bundled SmolLM2.")
+    model: str | None = Field(
+        default=None,
+        description="Path of a GGUF file; default: the bundled SmolLM2. With an openai or ollama --backend: "
+        "the backend's model name",
+    )
     engine: Literal["auto", "llama", "mlx"] = "auto"
     model_alias: Annotated[list[str], NoDecode] = Field(default_factory=list)
     host: str = "127.0.0.1"
@@ -97,6 +111,10 @@ class Settings(BaseSettings):
     workflow: Annotated[list[str], NoDecode] = Field(default_factory=list)
     session_ttl_s: float = Field(default=3600.0, gt=0)
     max_sessions: int = Field(default=1024, ge=1)
+    session_store: str = Field(
+        default="memory",
+        description="where workflow sessions live: memory, or redis://host:port/db shared by replicas",
+    )
     responses_store: int = Field(
         default=256, ge=0, description="responses kept for previous_response_id (0: none)"
     )
@@ -104,6 +122,22 @@ class Settings(BaseSettings):
     preempt: bool = False
     queue_timeout: float = Field(default=300.0, ge=0, description="seconds; 0 waits without limit")
     shutdown_grace: float = Field(default=5.0, ge=0)
+    gpu_layers: int | Literal["all"] = Field(default=0, description="layers on the GPU: all, or N (0: CPU)")
+    flash_attn: bool = False
+    cache_type_k: CacheTypeName = "f16"
+    cache_type_v: CacheTypeName = "f16"
+    mmap: bool = True
+    mlock: bool = False
+    backend: str | None = Field(
+        default=None,
+        description="URL of a running engine server (llama-server, vLLM, Ollama, OpenAI-compatible) to forward "
+        "generation to (no model load)",
+    )
+    backend_kind: Literal["auto", "llama-server", "vllm", "ollama", "openai"] = Field(
+        default="auto", description="what --backend is; auto asks the server"
+    )
+    backend_api_key: str | None = None
+    backend_timeout: float = Field(default=600.0, gt=0, description="seconds a backend request may take")
     log_level: Literal["debug", "info", "warning", "error"] = "info"  # the CLI's, not the app's
 
     @field_validator("model_alias", "server_tools", "workflow", mode="before")
@@ -116,6 +150,29 @@ class Settings(BaseSettings):
             return [part.strip() for part in text.split(",") if part.strip()]
         return value
 
+    @field_validator("gpu_layers", mode="before")
+    @classmethod
+    def _gpu_layers(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return value  # pydantic says what it expected
+        try:
+            layers = parse_gpu_layers(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message.removeprefix("--gpu-layers ")) from None
+        return "all" if layers < 0 else layers
+
+    @field_validator("cache_type_k", "cache_type_v", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("session_store")
+    @classmethod
+    def _session_store(cls, value: str) -> str:
+        if value != "memory" and not value.startswith(REDIS_URL_SCHEMES):
+            raise ValueError("must be 'memory' or a Redis URL such as redis://localhost:6379/0")
+        return value
+
     def to_config(self) -> ServerConfig:
         """Validate cross-field rules and freeze."""
         if self.server_tools and not self.work_dir:
@@ -125,6 +182,18 @@ class Settings(BaseSettings):
                 f"refusing to bind {self.host} without an API key: pass --api-key (or TETHER_API_KEY), "
                 "or bind 127.0.0.1"
             )
+        llama_options = LlamaOptions(
+            gpu_layers=parse_gpu_layers(self.gpu_layers),
+            flash_attn=self.flash_attn,
+            cache_type_k=self.cache_type_k,
+            cache_type_v=self.cache_type_v,
+            mmap=self.mmap,
+            mlock=self.mlock,
+        )
+        if self.engine == "mlx":
+            check_mlx(llama_options)  # --engine auto picking MLX is checked where it picks (load_engines)
+        if self.backend:
+            self._check_backend(llama_options)
         return ServerConfig(
             model_path=self.model,
             engine=self.engine,
@@ -149,9 +218,38 @@ class Settings(BaseSettings):
             workflows=tuple(self.workflow),
             session_ttl_s=self.session_ttl_s,
             max_sessions=self.max_sessions,
+            session_store=self.session_store,
             responses_store=self.responses_store,
             compaction=self.compaction,
             preempt=self.preempt,
             queue_timeout_s=self.queue_timeout or None,
             shutdown_grace_s=self.shutdown_grace,
+            llama_options=llama_options,
+            backend=self.backend.rstrip("/") if self.backend else None,
+            backend_kind=self.backend_kind,
+            backend_api_key=self.backend_api_key or None,
+            backend_timeout_s=self.backend_timeout,
         )
+
+    def _check_backend(self, llama_options: LlamaOptions) -> None:
+        """``--backend`` replaces the local model: options that only make sense for one are refused."""
+        assert self.backend is not None
+        if not self.backend.startswith(("http://", "https://")):
+            raise ConfigError(f"--backend must be an http:// or https:// URL, got {self.backend!r}")
+        clashes = [
+            name
+            for name, given in (
+                # With a chat API (openai, ollama; auto decides later) --model names the backend's model.
+                ("--model", self.model is not None and self.backend_kind in ("llama-server", "vllm")),
+                ("--engine", self.engine != "auto"),
+                ("--preempt", self.preempt),
+                ("--threads", self.threads is not None),
+                ("GPU/cache options", llama_options != LlamaOptions()),
+            )
+            if given
+        ]
+        if clashes:
+            raise ConfigError(
+                f"--backend forwards generation to {self.backend}: {', '.join(clashes)} configure a local "
+                "model and do not apply (set them on the backend server instead)"
+            )

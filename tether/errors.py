@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AuthenticationError",
+    "BackendUnavailableError",
     "ConfigError",
     "ContextOverflowError",
     "EngineError",
@@ -25,6 +26,7 @@ __all__ = [
     "RequestCancelledError",
     "ResponseNotFoundError",
     "SandboxError",
+    "SessionStoreUnavailableError",
     "ShuttingDownError",
     "TetherError",
     "ToolError",
@@ -172,6 +174,17 @@ class ShuttingDownError(TetherError):
     retry_after = 5
 
 
+class SessionStoreUnavailableError(TetherError):
+    """The shared workflow-session store (Redis) cannot be reached or a session stays locked; the
+    request is refused rather than run without its workflow being enforced."""
+
+    status = 503
+    error_type = "server_error"
+    code = "session_store_unavailable"
+    retryable = True
+    retry_after = 1
+
+
 class RequestCancelledError(TetherError):
     """The client went away or the request was cancelled."""
 
@@ -194,6 +207,14 @@ class EngineError(TetherError):
     status = 500
     error_type = "server_error"
     code = "engine_error"
+    retryable = True
+
+
+class BackendUnavailableError(EngineError):
+    """The remote engine behind ``--backend`` could not be reached or answered with an error."""
+
+    status = 502
+    code = "backend_unavailable"
     retryable = True
 
 

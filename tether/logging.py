@@ -33,6 +33,8 @@ def configure_logging(level: str = "info", *, json_output: bool | None = None) -
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=numeric, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    # httpx logs every request at INFO; a remote backend (--backend) would log one line per token call.
+    logging.getLogger("httpx").setLevel(max(numeric, logging.WARNING))
 
 
 def _stderr_logger(*_: object) -> structlog.PrintLogger:

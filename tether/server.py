@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from tether.config import ServerConfig
 from tether.engine.base import Engine
+from tether.engine.llama_options import check_mlx
 from tether.engine.locate import bundled_model_path
 from tether.engine.scheduler import Scheduler
 from tether.errors import ConfigError
@@ -25,25 +26,94 @@ log = structlog.get_logger(__name__)
 
 
 def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine]:
-    """One engine per slot (each has its own context)."""
+    """One engine per slot (each has its own context, or its own slot of the ``--backend`` server)."""
     from tether.engine.llama_cpp import LlamaCppEngine
+
+    if config.backend:
+        return _backend_engines(config)
 
     path = Path(config.model_path) if config.model_path else bundled_model_path()
     if config.engine == "mlx" or (config.engine == "auto" and path.is_dir()):
         return _mlx_engines(config, path)
     engines: list[Engine] = []
+
+    def load() -> LlamaCppEngine:
+        return LlamaCppEngine(
+            path, n_ctx=config.n_ctx, n_threads=config.n_threads, options=config.llama_options
+        )
+
     if progress:
         from rich.console import Console
 
         console = Console(stderr=True)
         with console.status(f"Loading {path.name} ({config.slots} slot(s), {config.n_ctx} ctx)…"):
             for _ in range(config.slots):
-                engines.append(LlamaCppEngine(path, n_ctx=config.n_ctx, n_threads=config.n_threads))
+                engines.append(load())
         console.print(f"Loaded {path.name}")
     else:
         for _ in range(config.slots):
-            engines.append(LlamaCppEngine(path, n_ctx=config.n_ctx, n_threads=config.n_threads))
+            engines.append(load())
     return engines
+
+
+def _backend_engines(config: ServerConfig) -> list[Engine]:
+    """One engine per slot of the ``--backend`` server (docs/backends.md)."""
+    from tether.engine.remote import connect_llama_server
+    from tether.engine.remote.detect import detect_backend_kind
+
+    assert config.backend is not None
+    kind = config.backend_kind
+    if kind == "auto":
+        kind = detect_backend_kind(config.backend, api_key=config.backend_api_key)
+    log.info("backend_connecting", url=config.backend, kind=kind)
+    if kind in ("openai", "ollama"):
+        return _chat_slots(config, kind)
+    if config.model_path is not None:
+        raise ConfigError(
+            f"--model names the backend's model for openai and ollama backends only, not {kind}"
+        )
+    if kind == "llama-server":
+        return list(
+            connect_llama_server(
+                config.backend,
+                slots=config.slots,
+                api_key=config.backend_api_key,
+                timeout_s=config.backend_timeout_s,
+            )
+        )
+    if kind == "vllm":
+        from tether.engine.remote.vllm import connect_vllm
+
+        return list(
+            connect_vllm(
+                config.backend,
+                slots=config.slots,
+                api_key=config.backend_api_key,
+                timeout_s=config.backend_timeout_s,
+            )
+        )
+    raise ConfigError(f"--backend {config.backend} is a {kind} server, which this version cannot drive yet")
+
+
+def _chat_slots(config: ServerConfig, kind: str) -> list[Engine]:
+    """``--slots`` slots in front of a chat API (OpenAI-compatible, Ollama), sharing its connection."""
+    from tether.engine.remote.chat import ChatSlot
+    from tether.engine.remote.ollama_chat import connect_ollama
+    from tether.engine.remote.openai_chat import connect_openai
+
+    assert config.backend is not None
+    connect = connect_openai if kind == "openai" else connect_ollama
+    backend = connect(
+        config.backend,
+        model=config.model_path,
+        n_ctx=config.n_ctx,
+        api_key=config.backend_api_key,
+        timeout_s=config.backend_timeout_s,
+    )
+    log.info(
+        "backend_chat_api", model=backend.model, n_ctx=backend.info.n_ctx, native_tools=backend.native_tools
+    )
+    return [ChatSlot(backend) for _ in range(config.slots)]
 
 
 def server_tools(config: ServerConfig) -> ServerToolsStage | None:
@@ -72,6 +142,7 @@ def server_tools(config: ServerConfig) -> ServerToolsStage | None:
 
 
 def _mlx_engines(config: ServerConfig, path: Path) -> list[Engine]:
+    check_mlx(config.llama_options)  # also where --engine auto chose MLX for a directory
     try:
         from tether.engine.mlx import MlxEngine, cached_gguf_to_mlx, is_mlx_model_dir
     except ImportError as exc:
@@ -93,7 +164,10 @@ def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
         preempt=config.preempt,
         queue_timeout_s=config.queue_timeout_s,
     )
-    return create_app(config, scheduler, server_tools=tools)
+    from tether.engine.remote.chat import ChatSlot
+
+    chat = engines[0].backend if isinstance(engines[0], ChatSlot) else None
+    return create_app(config, scheduler, server_tools=tools, chat_backend=chat)
 
 
 class _Server(uvicorn.Server):

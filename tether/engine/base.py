@@ -10,10 +10,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+
+from tether.engine.llama_options import LlamaOptions
+
+if TYPE_CHECKING:
+    from tether.grammar.remote.spec import OutputSpec
 
 __all__ = [
     "ContextEngine",
@@ -70,6 +75,23 @@ class EngineInfo:
     path: str = ""
     control_token_ids: frozenset[int] = frozenset()
     metadata: dict[str, str] = field(default_factory=dict)
+    # What llama.cpp loaded the model with, as in effect (None: another engine); the KV budget reads it.
+    llama_options: LlamaOptions | None = None
+    # True: the engine runs tether's logits processors (layer 0 as masks). False: a remote engine,
+    # which takes the constraint as an ``OutputSpec`` and applies it in its own language.
+    local_logits: bool = True
+    backend: str = "embedded"  # embedded | llama-server | ... (reported in /v1/models and /health)
+    # Which of tether's layers this engine gets (docs/backends.md has the table per backend).
+    layers: tuple[str, ...] = (
+        "layer0_names",
+        "layer0_strict",
+        "layer0_grounded",
+        "layer0_decision",
+        "repick",
+        "repair",
+        "prefix_reuse",
+        "streaming",
+    )
 
 
 @dataclass(frozen=True)
@@ -141,8 +163,11 @@ class Engine(Protocol):
         *,
         logits_processor: LogitsProcessor | None = None,
         cancel: threading.Event | None = None,
+        constraint: OutputSpec | None = None,
     ) -> Iterator[GenerationEvent]:
-        """Stream tokens for ``prompt``; always ends with exactly one ``Done``."""
+        """Stream tokens for ``prompt``; always ends with exactly one ``Done``.
+
+        ``logits_processor`` only where ``info.local_logits``; ``constraint`` only where not."""
         ...
 
     def close(self) -> None: ...
@@ -173,9 +198,12 @@ class ContextEngine:
         *,
         logits_processor: LogitsProcessor | None = None,
         cancel: threading.Event | None = None,
+        constraint: OutputSpec | None = None,
     ) -> Iterator[GenerationEvent]:
         from tether.errors import EngineError
 
+        if constraint is not None:
+            raise EngineError("an in-process engine takes layer 0 as a logits processor, not an OutputSpec")
         if not self._lock.acquire(blocking=False):
             raise EngineError(
                 "engine context is busy: the scheduler must not run two generations on one slot"

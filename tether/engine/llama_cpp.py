@@ -11,6 +11,7 @@ import os
 import re
 import secrets
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from tether.engine.base import (
     GenerationEvent,
     LogitsProcessor,
 )
+from tether.engine.llama_options import LlamaOptions, llama_kwargs
 from tether.engine.loop import token_loop
 from tether.errors import ConfigError, EngineError
 
@@ -43,7 +45,13 @@ class LlamaCppEngine(ContextEngine):
     """A GGUF model with one llama.cpp context."""
 
     def __init__(
-        self, path: str | Path, *, n_ctx: int = 8192, n_threads: int | None = None, n_batch: int = 512
+        self,
+        path: str | Path,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        options: LlamaOptions | None = None,
     ) -> None:
         super().__init__()
         try:
@@ -54,6 +62,15 @@ class LlamaCppEngine(ContextEngine):
         if not path.is_file():
             raise ConfigError(f"model file not found: {path}")
         threads = n_threads or os.cpu_count() or 1
+        options = options or LlamaOptions()
+        if options.gpu_layers != 0 and not llama_cpp.llama_supports_gpu_offload():
+            # Not an error: one tether.toml may serve machines with and without a GPU build.
+            log.warning(
+                "gpu_offload_unavailable",
+                gpu_layers=options.describe()["gpu_layers"],
+                hint="this llama-cpp-python is a CPU build; rebuild with TETHER_GPU=cuda make setup (docs/gpu.md)",
+            )
+            options = replace(options, gpu_layers=0)
         try:
             self._llm = llama_cpp.Llama(
                 model_path=str(path),
@@ -62,9 +79,10 @@ class LlamaCppEngine(ContextEngine):
                 n_threads_batch=threads,
                 n_batch=n_batch,
                 verbose=False,
+                **llama_kwargs(options),
             )
         except ValueError as exc:
-            raise ConfigError(f"llama.cpp could not load {path}: {exc}") from exc
+            raise ConfigError(f"llama.cpp could not load {path}: {exc}{_load_hint(options)}") from exc
         self._pieces: list[bytes] | None = None
         meta = {str(k): str(v) for k, v in self._llm.metadata.items()}
         model = self._llm._model
@@ -84,8 +102,11 @@ class LlamaCppEngine(ContextEngine):
             path=str(path),
             control_token_ids=control,
             metadata={k: v for k, v in meta.items() if k != "tokenizer.chat_template"},
+            llama_options=options,
         )
-        log.info("model_loaded", path=str(path), n_ctx=self._info.n_ctx, threads=threads)
+        log.info(
+            "model_loaded", path=str(path), n_ctx=self._info.n_ctx, threads=threads, **options.describe()
+        )
 
     def _piece_text(self, token: int) -> str:
         return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
@@ -168,6 +189,18 @@ class LlamaCppEngine(ContextEngine):
 
     def close(self) -> None:
         self._llm.close()
+
+
+def _load_hint(options: LlamaOptions) -> str:
+    """What to try when llama.cpp refuses a context the non-default options asked for."""
+    if (options.cache_type_k, options.cache_type_v) != ("f16", "f16"):
+        return (
+            f" (with --cache-type-k {options.cache_type_k} / --cache-type-v {options.cache_type_v}: a quantized "
+            "cache needs the model's head size to be a multiple of 32; try f16)"
+        )
+    if options.gpu_layers != 0:
+        return " (with --gpu-layers: is there enough free GPU memory? try fewer layers)"
+    return ""
 
 
 def _checked(tokens: Iterator[int], guarded: _GuardedProcessor | None) -> Iterator[int]:

@@ -24,8 +24,9 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -34,7 +35,10 @@ from tether.engine.base import Done, Engine, GenerationEvent, LogitsProcessor, S
 from tether.engine.stats import SchedulerStats
 from tether.errors import EngineError, QueueFullError, QueueTimeoutError, ShuttingDownError
 
-__all__ = ["Scheduler", "SchedulerStats"]
+if TYPE_CHECKING:
+    from tether.grammar.remote.spec import OutputSpec
+
+__all__ = ["Lease", "Scheduler", "SchedulerStats"]
 
 log = structlog.get_logger(__name__)
 
@@ -61,6 +65,15 @@ class _Run:
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     orphaned: bool = False
     thread: threading.Thread | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A slot held by work its caller runs itself (``Scheduler.lease``); ``cancel`` is set at shutdown."""
+
+    slot: int
+    engine: Engine
+    cancel: threading.Event
 
 
 _SENTINEL_ERROR = object()
@@ -216,6 +229,7 @@ class Scheduler:
         params: SamplingParams,
         processor: LogitsProcessor | None,
         queue: asyncio.Queue[object],
+        constraint: OutputSpec | None = None,
     ) -> None:
         engine = self.engines[run.slot]
         loop = asyncio.get_running_loop()
@@ -226,7 +240,10 @@ class Scheduler:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         def work() -> None:
-            gen = engine.generate(prompt, params, logits_processor=processor, cancel=run.cancel)
+            if constraint is None:
+                gen = engine.generate(prompt, params, logits_processor=processor, cancel=run.cancel)
+            else:
+                gen = engine.generate(prompt, params, cancel=run.cancel, constraint=constraint)
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             count = 0
             try:
@@ -263,6 +280,7 @@ class Scheduler:
         *,
         logits_processor: LogitsProcessor | None = None,
         priority: int = 0,
+        constraint: OutputSpec | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Stream events for one generation; closing the iterator early cancels it.
 
@@ -279,10 +297,7 @@ class Scheduler:
         except asyncio.CancelledError:
             self.stats.cancelled += 1
             raise
-        wait = time.monotonic() - queued
-        self.stats.started += 1
-        self.stats.total_wait_s += wait
-        self.stats.max_wait_s = max(self.stats.max_wait_s, wait)
+        self._count_start(time.monotonic() - queued)
         produced: list[int] = []
         first_evaluated: int | None = None
         finished = False
@@ -295,7 +310,7 @@ class Scheduler:
                 queue: asyncio.Queue[object] = asyncio.Queue()
                 run = _Run(held, priority, seq)
                 self._running[held] = run
-                self._start(run, segment, seg_params, logits_processor, queue)
+                self._start(run, segment, seg_params, logits_processor, queue, constraint)
                 preempted = False
                 while True:
                     item = await queue.get()
@@ -360,6 +375,35 @@ class Scheduler:
             if not finished:
                 self.stats.cancelled += 1
             self.stats.completed += 1
+
+    @contextlib.asynccontextmanager
+    async def lease(self, *, priority: int = 0) -> AsyncIterator[Lease]:
+        """A slot for work that runs on the event loop instead of an engine thread (a chat backend's
+        request: no token ids to hand over). The same queue, limit, timeout and counters as
+        ``generate``; leaving the block any way but normally counts as cancelled."""
+        queued = time.monotonic()
+        seq = next(self._seq)
+        try:
+            slot = await self._acquire((), priority, seq)
+        except asyncio.CancelledError:
+            self.stats.cancelled += 1
+            raise
+        self._count_start(time.monotonic() - queued)
+        run = self._running[slot] = _Run(slot, priority, seq)  # so that shutdown() sets its cancel
+        finished = False
+        try:
+            yield Lease(slot, self.engines[slot], run.cancel)
+            finished = True
+        finally:
+            self._running.pop(slot, None)
+            self._release(slot)
+            self.stats.cancelled += not finished
+            self.stats.completed += 1
+
+    def _count_start(self, wait: float) -> None:
+        self.stats.started += 1
+        self.stats.total_wait_s += wait
+        self.stats.max_wait_s = max(self.stats.max_wait_s, wait)
 
     def shutdown(self) -> None:
         """Refuse new generations and cancel every waiting and running one (idempotent)."""

@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.progress import Progress as Bar
 
+from tether.engine.llama_options import parse_gpu_layers
 from tether.errors import TetherError
 from tether.evals.client import PRESET_NAMES, ChatClient
 from tether.evals.local import Target, open_client
@@ -95,6 +96,13 @@ def run(
     ctx_size: Annotated[int, typer.Option("--ctx", help="Embedded engine context window.")] = 8192,
     slots: Annotated[int | None, typer.Option(help="Embedded engine slots (default: --concurrency).")] = None,
     threads: Annotated[int | None, typer.Option(help="Embedded engine CPU threads.")] = None,
+    gpu_layers: Annotated[
+        str,
+        typer.Option(
+            metavar="all|N",
+            help="Embedded engine layers on the GPU: 'all' or N (0: CPU), as `tether serve --gpu-layers`.",
+        ),
+    ] = "0",
     temperature: Annotated[float, typer.Option(help="Sampling temperature for every request.")] = 0.0,
     max_tokens: Annotated[
         int, typer.Option(help="max_tokens of every request (same for every preset).")
@@ -119,6 +127,11 @@ def run(
     from tether.logging import configure_logging
 
     configure_logging("warning")
+    try:
+        layers = parse_gpu_layers(gpu_layers)
+    except TetherError as exc:
+        _fail(exc.message)
+        return
     target = Target(
         base_url=base_url,
         api_key=api_key,
@@ -126,6 +139,7 @@ def run(
         n_ctx=ctx_size,
         slots=slots or concurrency,
         threads=threads,
+        gpu_layers=layers,
     )
     options = RunOptions(temperature=temperature, max_tokens=max_tokens)
     console = Console(stderr=True)

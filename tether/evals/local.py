@@ -29,6 +29,7 @@ class Target:
     n_ctx: int = 8192
     slots: int = 1
     threads: int | None = None
+    gpu_layers: int = 0  # -1: all (``parse_gpu_layers``)
     timeout_s: float = 900.0
 
 
@@ -45,12 +46,17 @@ async def open_client(target: Target) -> AsyncIterator[ChatClient]:
         return
 
     from tether.config import ServerConfig
+    from tether.engine.llama_options import LlamaOptions
     from tether.engine.scheduler import Scheduler
     from tether.proxy.app import create_app
     from tether.server import load_engines
 
     config = ServerConfig(
-        model_path=target.model, n_ctx=target.n_ctx, slots=target.slots, n_threads=target.threads
+        model_path=target.model,
+        n_ctx=target.n_ctx,
+        slots=target.slots,
+        n_threads=target.threads,
+        llama_options=LlamaOptions(gpu_layers=target.gpu_layers),
     )
     scheduler = Scheduler(load_engines(config), queue_limit=max(16, config.queue_limit))
     try:

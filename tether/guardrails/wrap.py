@@ -21,9 +21,11 @@ import inspect
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-from tether.chat import Usage
+from tether.chat import Message, Usage
+from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.decision import Decision
 from tether.guardrails.guard import Guardrails, GuardrailsOptions, is_function_tool
 from tether.guardrails.interventions import GuardrailStats, Intervention
@@ -34,7 +36,7 @@ from tether.guardrails.response import as_dict, rebuild, view_response
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
 
-__all__ = ["ClientRegenerator", "finalize", "wrap"]
+__all__ = ["AskAgain", "ClientRegenerator", "ask_again", "finalize", "wrap"]
 
 ClientT = TypeVar("ClientT", "OpenAI", "AsyncOpenAI")
 R = TypeVar("R")
@@ -102,6 +104,32 @@ class _Guards:
         return guard
 
 
+@dataclass(frozen=True)
+class AskAgain:
+    """The chat request that answers a guard request: the conversation, the bad call and a tool
+    result saying what is wrong with it; the tools to offer; ``forced``: the tool ``tool_choice`` must
+    name (a repair), or None for ``tool_choice: required`` over all of them (a re-pick)."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    forced: str | None
+
+
+def ask_again(request: Request) -> AskAgain:
+    """The one request, on a chat API, that re-picks a name or repairs arguments."""
+    call = request.call
+    shown = Message("assistant", "", tool_calls=(call,))
+    if isinstance(request, PickName):
+        names = ", ".join(t.name for t in request.tools)
+        text = f"Error: unknown tool '{call.name}'. Available tools: {names}. Call the one that fits."
+        tools, forced = request.tools, None
+    else:
+        text = invalid_arguments_text(request.tool.name, request.errors, schema=dict(request.tool.parameters))
+        tools, forced = (request.tool,), request.tool.name
+    reply = Message("tool", text, tool_call_id=call.id)
+    return AskAgain((*request.messages, shown, reply), tuple(tools), forced)
+
+
 class ClientRegenerator:
     """The guard's re-pick and repair as requests on the wrapped client (``create`` is its own,
     unwrapped ``chat.completions.create``; ``base`` the caller's keyword arguments)."""
@@ -112,21 +140,12 @@ class ClientRegenerator:
 
     def request(self, request: Request) -> dict[str, Any]:
         """The keyword arguments of the one request that answers ``request``."""
-        history = [m.to_openai() for m in request.messages]
-        shown = {"role": "assistant", "content": None, "tool_calls": [request.call.to_openai()]}
-        reply = {"role": "tool", "tool_call_id": request.call.id}
-        if isinstance(request, PickName):
-            names = ", ".join(t.name for t in request.tools)
-            text = f"Error: unknown tool '{request.call.name}'. Available tools: {names}. Call the one that fits."
-            tools = [t.to_openai() for t in request.tools]
-            choice: str | dict[str, Any] = "required"
-        else:
-            text = invalid_arguments_text(
-                request.tool.name, request.errors, schema=dict(request.tool.parameters)
-            )
-            tools = [request.tool.to_openai()]
-            choice = {"type": "function", "function": {"name": request.tool.name}}
-        messages = [*history, shown, {**reply, "content": text}]
+        asked = ask_again(request)
+        choice: str | dict[str, Any] = "required"
+        if asked.forced is not None:
+            choice = {"type": "function", "function": {"name": asked.forced}}
+        messages = [m.to_openai() for m in asked.messages]
+        tools = [t.to_openai() for t in asked.tools]
         return {**self.base, "messages": messages, "tools": tools, "tool_choice": choice}
 
     def answer(self, request: Request, response: Any) -> Regenerated:

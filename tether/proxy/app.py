@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import ServerConfig
+from tether.engine.remote.chat import ChatBackend
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.errors import InternalError, InvalidRequestError, TetherError
@@ -43,14 +44,15 @@ from tether.proxy.responses_routes import router as responses_router
 from tether.proxy.responses_store import ResponseStore
 from tether.proxy.sessions import router as sessions_router
 from tether.proxy.state import AppState
+from tether.turns.chat_core import ChatBackendCore
 from tether.turns.core import ChatCore, ConstraintFactory
 from tether.turns.events import ChatJob
-from tether.turns.layer0 import tool_constraint_factory
+from tether.turns.layer0 import remote_constraint_factory, tool_constraint_factory
 from tether.turns.regenerate import SchedulerRegenerator
 from tether.turns.stages import CompactionStage, ServerToolsStage, SessionStage, Stage, TurnPipeline
 from tether.workflows.budget import context_budget
 from tether.workflows.loader import load_workflow
-from tether.workflows.sessions import SessionStore
+from tether.workflows.sessions import open_session_store
 
 __all__ = ["create_app"]
 
@@ -77,17 +79,22 @@ def create_app(
     *,
     constraint_factory: ConstraintFactory | None = None,
     server_tools: ServerToolsStage | None = None,
+    chat_backend: ChatBackend | None = None,
 ) -> FastAPI:
     """Build the app around an already-loaded scheduler (the CLI loads the engines).
 
     The turn pipeline is composed here, once, for every protocol: workflow sessions, then
     server-side tools, then (with ``--compaction``) compaction, then the guarded generation.
+    ``chat_backend``: the scheduler's slots front a chat API (OpenAI-compatible, Ollama), which renders
+    and parses itself; the core forwards the job and keeps the guard (docs/backends.md).
     """
     info = scheduler.engines[0].info
-    fmt = get_format(config.tool_format or detect_format(info.chat_template))
+    spoken = chat_backend.tool_format if chat_backend is not None else detect_format(info.chat_template)
+    fmt = get_format(config.tool_format or spoken)
     provider = ConstraintProvider(scheduler.engines[0])
     if constraint_factory is None:
-        constraint_factory = tool_constraint_factory(provider)
+        local = info.local_logits
+        constraint_factory = tool_constraint_factory(provider) if local else remote_constraint_factory()
     template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
 
     def regenerator(job: ChatJob) -> Regenerator:
@@ -95,17 +102,30 @@ def create_app(
 
     stats = GuardrailStats()
     recorder = Recorder(scheduler, stats)  # /metrics and /ui (docs/observability.md)
-    core = ChatCore(
-        scheduler,
-        fmt,
-        default_max_tokens=config.default_max_tokens,
-        constraint_factory=constraint_factory,
-        regenerator=regenerator,
-        stats=stats,
-        on_generation=recorder.generation,
-    )
+    core: ChatCore
+    if chat_backend is None:
+        core = ChatCore(
+            scheduler,
+            fmt,
+            default_max_tokens=config.default_max_tokens,
+            constraint_factory=constraint_factory,
+            regenerator=regenerator,
+            stats=stats,
+            on_generation=recorder.generation,
+        )
+    else:
+        core = ChatBackendCore(
+            scheduler,
+            fmt,
+            chat_backend,
+            default_max_tokens=config.default_max_tokens,
+            constraint_factory=constraint_factory,
+            stats=stats,
+            on_generation=recorder.generation,
+        )
     default_guard = replace(PRESETS[config.preset], constrain=config.constrain)
-    sessions = SessionStore(
+    sessions = open_session_store(  # memory, or Redis shared by replicas (docs/deploy.md)
+        config.session_store,
         [load_workflow(path) for path in config.workflows],
         ttl_s=config.session_ttl_s,
         max_sessions=config.max_sessions,
@@ -124,6 +144,7 @@ def create_app(
         scheduler.shutdown()
         # Joining the engine threads blocks; keep the loop free for the last responses meanwhile.
         await asyncio.to_thread(scheduler.close)
+        await app.state.tether.sessions.close()
 
     app = FastAPI(title="tether", version="0.1.0", lifespan=lifespan)
     budget = context_budget(info, slots=len(scheduler.engines)).as_dict()
@@ -154,6 +175,7 @@ def create_app(
         return {
             "status": "ok",
             "model": state.model_id,
+            "backend": state.core.info.backend,
             "scheduler": state.scheduler.snapshot(),
             "interventions": state.core.stats.interventions,
         }

@@ -1,6 +1,7 @@
 """HTTP routes for workflow sessions: ``/v1/tether/sessions`` and ``/v1/tether/workflows``.
 
-The sessions themselves live in :mod:`tether.workflows.sessions`; enforcement on each
+The sessions themselves live in :mod:`tether.workflows.sessions` (in memory, or in Redis with
+``--session-store``: a 503 ``session_store_unavailable`` when it fails); enforcement on each
 request is a stage of the turn pipeline (:class:`tether.turns.stages.SessionStage`).
 """
 
@@ -54,18 +55,18 @@ async def create_session(body: SessionCreate, request: Request) -> dict[str, Any
             raise InvalidRequestError(exc.message, param="workflow") from None
     else:
         workflow = body.workflow
-    session = store.create(workflow, body.session_id, steer=body.steer)
-    return store.describe(session.id)
+    session = await store.create(workflow, body.session_id, steer=body.steer)
+    return session.describe(store.ttl_s, store.backend.clock())
 
 
 @router.get("/sessions/{session_id}")
 async def get_session(session_id: str, request: Request) -> dict[str, Any]:
-    return store_of(request).describe(session_id)
+    return await store_of(request).describe(session_id)
 
 
 @router.delete("/sessions/{session_id}")
 async def delete_session(session_id: str, request: Request) -> dict[str, Any]:
-    if not store_of(request).drop(session_id):
+    if not await store_of(request).drop(session_id):
         raise SessionNotFoundError(f"unknown or expired session {session_id!r}", param="session_id")
     return {"session_id": session_id, "deleted": True}
 

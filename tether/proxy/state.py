@@ -16,7 +16,7 @@ from tether.proxy.responses_store import ResponseStore
 from tether.turns.core import ChatCore
 from tether.turns.events import ChatJob, TurnEvent
 from tether.turns.stages import ServerToolsStage, Turn, TurnPipeline
-from tether.workflows.sessions import SessionStore
+from tether.workflows.sessions import SessionRef, SessionStore
 
 __all__ = ["AppState"]
 
@@ -35,10 +35,11 @@ class AppState:
     responses: ResponseStore = field(default_factory=ResponseStore)
     started: float = field(default_factory=time.time)
 
-    def start(self, job: ChatJob, session: str | None = None) -> AsyncIterator[TurnEvent]:
+    def start(self, job: ChatJob, session: SessionRef | None = None) -> AsyncIterator[TurnEvent]:
         """Where every protocol enters: the turn pipeline's events for ``job`` (pull the first one with
         ``prime`` so that errors before it keep their HTTP status); the recorder sees them on the way."""
-        return self.recorder.track(self.pipeline.start(Turn(job, session)), job)
+        turn = Turn(job) if session is None else Turn(job, session.id, session.workflow)
+        return self.recorder.track(self.pipeline.start(turn), job)
 
     @property
     def model_id(self) -> str:
@@ -61,6 +62,8 @@ class AppState:
             "owned_by": "tether",
             "tether": {
                 "n_ctx": info.n_ctx,
+                "backend": info.backend,
+                "layers": list(info.layers),
                 "tool_format": self.core.fmt.name,
                 "constrain": self.default_guard.constrain,
                 "preset": self.config.preset,

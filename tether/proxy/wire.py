@@ -21,7 +21,7 @@ from tether.chat import Message
 from tether.errors import InvalidRequestError, ModelNotFoundError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.presets import PRESETS, GuardConfig
-from tether.workflows.sessions import SESSION_HEADER, WORKFLOW_HEADER
+from tether.workflows.sessions import SESSION_HEADER, WORKFLOW_HEADER, SessionRef
 
 if TYPE_CHECKING:
     from fastapi import Request
@@ -236,17 +236,23 @@ def check_model(state: AppState, model: str) -> None:
         raise ModelNotFoundError(f"model {model!r} is not served here; available: {served}", param="model")
 
 
-def session_of(request: Request) -> str | None:
-    """The workflow session a request names (``X-Tether-Session``), resolved now so that an unknown
-    session is a 404 before anything streams; None without the header."""
+def session_of(request: Request) -> SessionRef | None:
+    """The workflow session a request names (``X-Tether-Session``, and ``X-Tether-Workflow`` to start
+    it); None without the header. The pipeline's ``SessionStage`` resolves it before the first event,
+    so an unknown session is still a 404 before anything streams."""
     session = request.headers.get(SESSION_HEADER)
-    if session is not None:
-        app_state(request).sessions.resolve(session, request.headers.get(WORKFLOW_HEADER))
-    return session
+    if session is None:
+        return None
+    return SessionRef(session, request.headers.get(WORKFLOW_HEADER))
 
 
 def interventions_field(finish: FinishOut) -> dict[str, Any]:
-    """``{"tether": {"interventions": [...]}}`` for a reply that had any, else ``{}`` (both protocols)."""
-    if not finish.interventions:
-        return {}
-    return {"tether": {"interventions": [i.to_dict() for i in finish.interventions]}}
+    """The ``tether`` extension of a reply, for every protocol: ``layers`` (what the backend gets; no
+    ``layer0_*`` entry means the post-hoc guard only) and ``interventions`` when there were any;
+    ``{}`` when there is neither."""
+    extra: dict[str, Any] = {}
+    if finish.layers:
+        extra["layers"] = list(finish.layers)
+    if finish.interventions:
+        extra["interventions"] = [i.to_dict() for i in finish.interventions]
+    return {"tether": extra} if extra else {}

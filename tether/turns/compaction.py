@@ -275,9 +275,10 @@ def compact(
 
 
 def core_token_counter(core: ChatCore, tools: Sequence[ToolSpec] = ()) -> TokenCounter:
-    """``count_tokens`` for the embedded engine: the real prompt, by the engine's tokenizer."""
+    """``count_tokens`` by the core: the real prompt by the engine's tokenizer (a chat backend's core
+    estimates it: :mod:`tether.turns.chat_core`)."""
     offered = tuple(tools)
-    return lambda messages: len(core.prompt_tokens(tuple(messages), offered))
+    return lambda messages: core.prompt_length(tuple(messages), offered)
 
 
 def compact_job(

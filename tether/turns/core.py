@@ -20,13 +20,14 @@ from tether.calls import ToolCall
 from tether.chat import Message, Usage
 from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
 from tether.engine.processors import chain, sampling_processors
-from tether.engine.prompt import build_prompt
+from tether.engine.prompt import prompt_ids
 from tether.engine.scheduler import Scheduler
 from tether.engine.stops import RepetitionStop, StopMatcher
 from tether.engine.template import ChatTemplate
 from tether.errors import ContextOverflowError, FixedPromptTooLargeError, InvalidRequestError
 from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
+from tether.grammar.remote.spec import OutputSpec
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
 from tether.guardrails.policy import unknown_tool_text
@@ -37,8 +38,11 @@ __all__ = ["ChatCore", "ConstraintFactory", "GenerationTiming", "Prepared", "pri
 
 log = structlog.get_logger(__name__)
 
-ConstraintFactory = Callable[["Prepared"], LogitsProcessor | None]
+# Layer 0 for one prepared job: a logits processor for an in-process engine, an ``OutputSpec`` for a
+# remote one (which applies it in its own grammar language), or None.
+ConstraintFactory = Callable[["Prepared"], "LogitsProcessor | OutputSpec | None"]
 RegeneratorFactory = Callable[[ChatJob], Regenerator | None]
+_REPEATED = Intervention("repetition_stopped", "the reply repeated itself: generation stopped")
 # Told of each finished generation: seconds to its first token (queueing included), seconds from
 # the first token to the last, and the tokens generated.
 GenerationTiming = Callable[[float, float, int], None]
@@ -104,11 +108,15 @@ class ChatCore:
 
     def prompt_tokens(self, messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> list[int]:
         """The prompt the model sees for ``messages`` with ``tools`` offered, tokenized."""
-        return self.engine.tokenize(build_prompt(self.template, self.fmt, messages, tools), special=True)
+        return prompt_ids(self.engine, self.template, self.fmt, messages, tools)
+
+    def prompt_length(self, messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> int:
+        """Tokens of that prompt (what compaction and budgets count)."""
+        return len(self.prompt_tokens(messages, tools))
 
     def count_tokens(self, job: ChatJob) -> int:
         """Prompt tokens of ``job`` as the model would see them (tools included), even past the window."""
-        return len(self.prompt_tokens(self._messages(job), self._offered(job)))
+        return self.prompt_length(self._messages(job), self._offered(job))
 
     def prepare(self, job: ChatJob) -> Prepared:
         """Render and tokenize; raise ``ContextOverflowError`` only when the prompt itself does not fit."""
@@ -139,8 +147,11 @@ class ChatCore:
     async def run(self, prepared: Prepared) -> AsyncIterator[TurnEvent]:
         """Stream turn events; closing the iterator cancels the generation."""
         job = prepared.job
-        constraint = self.constraint_factory(prepared) if self.constraint_factory else None
-        own = sampling_processors(prepared.params, len(prepared.prompt_ids))
+        layer0 = self.constraint_factory(prepared) if self.constraint_factory else None
+        constraint = layer0 if callable(layer0) else None
+        spec = None if callable(layer0) else layer0
+        # A remote engine applies the sampling settings itself, from ``params``.
+        own = sampling_processors(prepared.params, len(prepared.prompt_ids)) if self.info.local_logits else []
         processor = chain([*own, constraint])  # the constraint last: no bias re-opens a masked token
         steered = getattr(constraint, "notes", None)  # what layer 0's steering did, after the fact
         stops = StopMatcher(job.stop)
@@ -172,7 +183,11 @@ class ChatCore:
             return out if content is None else [replace(o, tokens=content.claim(o.text)) for o in out]
 
         gen = self.scheduler.generate(
-            prepared.prompt_ids, prepared.params, logits_processor=processor, priority=job.priority
+            prepared.prompt_ids,
+            prepared.params,
+            logits_processor=processor,
+            priority=job.priority,
+            constraint=spec,
         )
         try:
             async for event in gen:
@@ -220,16 +235,47 @@ class ChatCore:
             done.completion_tokens if done else generated,
             done.prompt_tokens_evaluated if done else len(prepared.prompt_ids),
         )
+        reason: FinishReason = "stop" if stops.matched is not None or done is None else done.finish_reason
         # Calls leave after the generation has released its slot: the guard may need the engine again.
-        checked, extra, guard_notes, guard_usage = await self._guard(prepared, calls)
-        loop_notes = (
-            (Intervention("repetition_stopped", "the reply repeated itself: generation stopped", None),)
-            if looping.looping
-            else ()
+        finish = self._finish(
+            prepared,
+            calls,
+            usage,
+            sent_text=sent_text,
+            notes=tuple(steered() if callable(steered) else ()),
+            reason=reason,
+            looped=looping.looping,
+            matched_stop=stops.matched,
+            started=started,
         )
-        notes = (*(steered() if callable(steered) else ()), *loop_notes, *guard_notes)
-        for note in notes[: len(notes) - len(guard_notes)]:
-            self.stats.record(note)
+        async with closing_stream(finish) as ending:
+            async for last in ending:
+                yield last
+
+    async def _finish(
+        self,
+        prepared: Prepared,
+        calls: list[ToolCall],
+        usage: Usage,
+        *,
+        sent_text: bool,
+        notes: tuple[Intervention, ...],
+        reason: FinishReason,
+        looped: bool,
+        matched_stop: str | None,
+        started: float,
+    ) -> AsyncIterator[TurnEvent]:
+        """The end of every generation, whichever core ran it: the guard over its calls, then their
+        events, a re-decided text answer when nothing is left, and the ``FinishOut``.
+
+        ``notes``: what happened during the generation; ``reason``: how it ended by itself;
+        ``looped``: it was cut for repeating itself."""
+        checked, extra, guard_notes, guard_usage = await self._guard(prepared, calls)
+        if looped:
+            notes = (*notes, _REPEATED)
+        for note in notes:
+            self.stats.record(note)  # the guard's own notes are recorded by run_guard
+        notes = (*notes, *guard_notes)
         if extra:
             yield TextOut(("\n" if sent_text else "") + extra)
         for call in checked:
@@ -242,15 +288,10 @@ class ChatCore:
             async for answered in self._answer_instead(prepared, usage, (*notes, note)):
                 yield answered
             return
-        reason: FinishReason
         if checked:
             reason = "tool_calls"
-        elif looping.looping:
+        elif looped:
             reason = "length"  # cut short, as a token limit would have
-        elif stops.matched is not None or done is None:
-            reason = "stop"
-        else:
-            reason = done.finish_reason
         log.info(
             "generation_finished",
             prompt_tokens=usage.prompt_tokens,
@@ -261,7 +302,7 @@ class ChatCore:
             interventions=len(notes),
             seconds=round(time.monotonic() - started, 3),
         )
-        yield FinishOut(reason, usage, notes, matched_stop=stops.matched)
+        yield FinishOut(reason, usage, notes, matched_stop=matched_stop)
 
     async def _answer_instead(
         self, prepared: Prepared, usage: Usage, notes: tuple[Intervention, ...]
@@ -303,8 +344,12 @@ class ChatCore:
             and not self._asks_plainly(job)
         ):
             return replace(prepared, answer_only=True)
+        return replace(self._without_tools(prepared), answer_only=True)
+
+    def _without_tools(self, prepared: Prepared) -> Prepared:
+        """``prepared`` with no tools offered, its prompt rendered again."""
         ids = tuple(self.prompt_tokens(self._messages(prepared.job), ()))
-        return replace(self._budget(prepared.job, (), ids), answer_only=True)
+        return self._budget(prepared.job, (), ids)
 
     async def _guard(
         self, prepared: Prepared, calls: list[ToolCall]

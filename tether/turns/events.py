@@ -73,10 +73,14 @@ class TextOut:
 
 @dataclass(frozen=True)
 class FinishOut:
+    """How the turn ended. ``layers``: which of tether's layers the backend gets (``EngineInfo.layers``),
+    set where a turn leaves the pipeline, for the response's ``tether`` extension."""
+
     finish_reason: FinishReason
     usage: Usage
     interventions: tuple[Intervention, ...] = ()
     matched_stop: str | None = None
+    layers: tuple[str, ...] = ()
 
 
 TurnEvent = TextOut | ToolCall | FinishOut

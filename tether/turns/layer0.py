@@ -1,4 +1,4 @@
-"""Layer 0 for the embedded engine: the constraint, its steering and grounding, built per request.
+"""Layer 0 per request: the constraint, its steering and grounding (embedded engine), or its spec (remote).
 
 ``tool_constraint_factory(provider)`` is the core's constraint factory: for a job with
 offered tools and ``constrain`` on, it builds the format's trigger grammar over those tools
@@ -21,6 +21,7 @@ from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats.base import JsonNameSlot
 from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.provider import ConstraintProvider
+from tether.grammar.remote.spec import ReplySpec
 from tether.grammar.steering import Steering
 from tether.guardrails.interventions import Intervention
 from tether.selection.decision import DecisionModel, request_text, steering_for
@@ -29,7 +30,13 @@ from tether.selection.grounded import conversation_text
 from tether.selection.relevance import mentioned_flags
 from tether.turns.core import ConstraintFactory, Prepared
 
-__all__ = ["Layer0", "grounding_source", "listed_range", "tool_constraint_factory"]
+__all__ = [
+    "Layer0",
+    "grounding_source",
+    "listed_range",
+    "remote_constraint_factory",
+    "tool_constraint_factory",
+]
 
 # Bytes of conversation the grounding index covers (the most recent ones).
 _SOURCE_CHARS = 6000
@@ -132,5 +139,27 @@ def tool_constraint_factory(
                 flags=mentioned_flags(request, prepared.tools),
             )
         return Layer0(constraint, grounding, forced=prepared.answer_only)
+
+    return factory
+
+
+def remote_constraint_factory() -> ConstraintFactory:
+    """Layer 0 for a remote engine: the ``constrain`` mode over the offered tools, as an ``OutputSpec``.
+
+    The engine compiles it into its own grammar language. Steering, the call-or-answer decision and
+    grounding act on logits and so stay with the embedded engine (docs/backends.md)."""
+
+    def factory(prepared: Prepared) -> ReplySpec | None:
+        job = prepared.job
+        if not prepared.tools or job.guard.constrain == "off":
+            return None
+        return ReplySpec(
+            prepared.fmt,
+            prepared.tools,
+            job.guard.constrain,
+            required=job.tool_choice != "auto",
+            parallel=job.parallel_tool_calls,
+            answer_only=prepared.answer_only,
+        )
 
     return factory

@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from tether.aio import closing_stream
 from tether.chat import Message, Usage
 from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
-from tether.engine.prompt import build_prompt
+from tether.engine.prompt import prompt_ids
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.grammar.formats.base import ToolCallFormat
 from tether.grammar.provider import ConstraintProvider
+from tether.grammar.remote.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec
 from tether.guardrails.pipeline import FixArguments, PickName, Regenerated, Request
 from tether.guardrails.policy import invalid_arguments_text
 
@@ -49,21 +50,30 @@ class SchedulerRegenerator:
             return await self._pick(request)
         return await self._fix(request)
 
-    def _prompt(self, messages: Sequence[Message], shown: str, instruction: str) -> str:
+    def _prompt(self, messages: Sequence[Message], shown: str, instruction: str) -> list[int]:
         history = (*messages, Message("assistant", shown), Message("user", instruction))
-        return build_prompt(self.template, self.fmt, history, ())
+        return prompt_ids(self.engine, self.template, self.fmt, history, ())
 
     async def _generate(
-        self, prompt: str, processor_for: Callable[[int], LogitsProcessor], max_tokens: int
+        self,
+        ids: list[int],
+        processor_for: Callable[[int], LogitsProcessor],
+        spec: OutputSpec,
+        max_tokens: int,
     ) -> tuple[str, Usage]:
-        ids = self.engine.tokenize(prompt, special=True)
+        """Greedy under the constraint: ``processor_for(prompt_len)`` in process, ``spec`` on a remote engine."""
         if len(ids) + max_tokens >= self.engine.info.n_ctx:
             return "", Usage()
         parts: list[str] = []
         usage = Usage(len(ids), 0, len(ids))
         params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
+        local = self.engine.info.local_logits
         events = self.scheduler.generate(
-            ids, params, logits_processor=processor_for(len(ids)), priority=self.priority
+            ids,
+            params,
+            logits_processor=processor_for(len(ids)) if local else None,
+            constraint=None if local else spec,
+            priority=self.priority,
         )
         async with closing_stream(events) as stream:
             async for ev in stream:
@@ -85,7 +95,7 @@ class SchedulerRegenerator:
         )
         prompt = self._prompt(request.messages, shown, instruction)
         picked, usage = await self._generate(
-            prompt, lambda n: self.provider.name_choice(names, prompt_len=n), 32
+            prompt, lambda n: self.provider.name_choice(names, prompt_len=n), NameChoiceSpec(tuple(names)), 32
         )
         return Regenerated(picked if picked in names else None, usage)
 
@@ -99,7 +109,9 @@ class SchedulerRegenerator:
             {"name": request.call.name, "arguments": dict(request.call.arguments)}
         )
         prompt = self._prompt(request.messages, shown, instruction)
-        text, usage = await self._generate(prompt, lambda n: self.provider.arguments(tool, prompt_len=n), 256)
+        text, usage = await self._generate(
+            prompt, lambda n: self.provider.arguments(tool, prompt_len=n), ArgumentsSpec(tool), 256
+        )
         try:
             value = json.loads(text)
         except json.JSONDecodeError:

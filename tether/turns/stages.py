@@ -16,6 +16,7 @@ Every stage sums the usage of every generation it ran into its ``FinishOut``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -41,10 +42,12 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True)
 class Turn:
-    """One request on its way through the pipeline: the job and, for workflow sessions, the session id."""
+    """One request on its way through the pipeline: the job and, for workflow sessions, the session id
+    and the workflow that may start it (``X-Tether-Workflow``)."""
 
     job: ChatJob
     session: str | None = None
+    workflow: str | None = None
 
 
 Next = Callable[[Turn], AsyncIterator[TurnEvent]]
@@ -58,14 +61,27 @@ class TurnPipeline:
         self.core = core
         self.stages = tuple(stages)
 
-    def _generate(self, turn: Turn) -> AsyncIterator[TurnEvent]:
-        return self.core.run(self.core.prepare(turn.job))
+    async def _generate(self, turn: Turn) -> AsyncIterator[TurnEvent]:
+        if self.core.info.local_logits:
+            prepared = self.core.prepare(turn.job)
+        else:  # a remote engine tokenizes over HTTP: keep the event loop free meanwhile
+            prepared = await asyncio.to_thread(self.core.prepare, turn.job)
+        async with closing_stream(self.core.run(prepared)) as events:
+            async for event in events:
+                yield event
 
     def start(self, turn: Turn) -> AsyncIterator[TurnEvent]:
         run: Next = self._generate
         for stage in reversed(self.stages):
             run = _bind(stage, run)
-        return run(turn)
+        return _with_layers(run(turn), self.core.info.layers)
+
+
+async def _with_layers(events: AsyncIterator[TurnEvent], layers: tuple[str, ...]) -> AsyncIterator[TurnEvent]:
+    """``events`` with the backend's layers on the ``FinishOut`` (every reply states what guarded it)."""
+    async with closing_stream(events) as stream:
+        async for ev in stream:
+            yield replace(ev, layers=layers) if isinstance(ev, FinishOut) else ev
 
 
 def _bind(stage: Stage, rest: Next) -> Next:
@@ -119,7 +135,8 @@ class SessionStage:
                 async for ev in events:
                     yield ev
             return
-        session = self.store.observe(turn.session, turn.job.messages)  # once per request
+        # Once per request; the first thing the turn does, so an unknown session is still a 404.
+        session = await self.store.observe(turn.session, turn.job.messages, workflow=turn.workflow)
         job, steered = self.store.steer(session, turn.job)
         notes: list[Intervention] = [steered] if steered else []
         usage = Usage()
@@ -147,7 +164,7 @@ class SessionStage:
             sent_text = sent_text or bool(text)
             usage = usage + finish.usage
             notes.extend(finish.interventions)
-            verdict = self.store.check(session, calls)
+            verdict = await self.store.check(session, calls)
             notes.extend(verdict.interventions())
             last = (verdict, finish)
             if verdict.ok or attempt == 1 or not self.store.may_regenerate(session):

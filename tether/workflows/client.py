@@ -82,7 +82,7 @@ class CoreClient:
 
     def count_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
         """Prompt tokens for ``messages`` with ``tools`` offered, by the engine's own tokenizer."""
-        return len(self.core.prompt_tokens(tuple(messages), tuple(tools)))
+        return self.core.prompt_length(tuple(messages), tuple(tools))
 
     def _prepare(self, job: ChatJob) -> Prepared:
         named = job.tool_choice not in ("auto", "none", "required")

@@ -193,8 +193,53 @@ class Workflow:
     def tool(self, name: str) -> ToolDef | None:
         return next((t for t in self.tools if t.name == name), None)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The workflow file's fields as a JSON-ready mapping; ``workflow_from_mapping`` (the loader)
+        reads it back into an equal ``Workflow``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "system": self.system,
+            "task": self.task,
+            "tools": [
+                {"name": t.name, "description": t.description, "parameters": _plain(t.parameters)}
+                for t in self.tools
+            ],
+            "steps": [
+                {"tool": s.tool, "args": _plain(s.args), "description": s.description} for s in self.steps
+            ],
+            "prerequisites": [
+                {
+                    "tool": p.tool,
+                    "requires": p.requires,
+                    "match": [m for m, _ in p.match]
+                    if all(m == t for m, t in p.match)
+                    else {m: t for m, t in p.match},
+                }
+                for p in self.prerequisites
+            ],
+            "terminal": list(self.terminal),
+            "ordered": self.ordered,
+            "budgets": {
+                "max_iterations": self.budgets.max_iterations,
+                "max_retries_per_step": self.budgets.max_retries_per_step,
+                "max_consecutive_tool_errors": self.budgets.max_consecutive_tool_errors,
+                "max_violations": self.budgets.max_violations,
+            },
+            "error_pattern": self.error_pattern,
+        }
+
     def prerequisites_of(self, tool: str) -> tuple[Prerequisite, ...]:
         return tuple(p for p in self.prerequisites if p.tool == tool)
+
+
+def _plain(value: Any) -> Any:
+    """Mappings as dicts and sequences as lists, all the way down (for JSON)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _prerequisite(value: Prerequisite | tuple[str, str] | tuple[str, str, Sequence[str]]) -> Prerequisite:

@@ -207,6 +207,43 @@ class WorkflowState:
             "finished": self.finished,
         }
 
+    # -- persistence (the Redis session store) ----------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything needed to rebuild this state for the same workflow, JSON-ready."""
+        return {
+            "steps_done": list(self.steps_done),
+            "succeeded": {tool: list(seen.values()) for tool, seen in self.succeeded.items()},
+            "calls": self.calls,
+            "failures": self.failures,
+            "finished": self.finished,
+            "terminal_result": self.terminal_result,
+            "violations": dict(self._violations),
+        }
+
+    @staticmethod
+    def from_dict(workflow: Workflow, data: Mapping[str, Any]) -> WorkflowState:
+        """The inverse of ``to_dict``; ``ValueError`` when ``data`` does not fit ``workflow``
+        (e.g. its steps changed since the state was saved)."""
+        state = WorkflowState(workflow)
+        steps_done = [bool(d) for d in data["steps_done"]]
+        if len(steps_done) != len(workflow.steps):
+            raise ValueError(
+                f"saved state has {len(steps_done)} steps, workflow {workflow.name!r} has {len(workflow.steps)}"
+            )
+        state.steps_done = steps_done
+        state.succeeded = {
+            str(tool): OrderedDict((_key(args), dict(args)) for args in seen)
+            for tool, seen in data["succeeded"].items()
+        }
+        state.calls = int(data["calls"])
+        state.failures = int(data["failures"])
+        state.finished = bool(data["finished"])
+        result = data["terminal_result"]
+        state.terminal_result = None if result is None else str(result)
+        state._violations = {str(k): int(v) for k, v in data["violations"].items()}
+        return state
+
     def is_error_text(self, content: str) -> bool:
         """Does a tool message's text read as a failure (``Workflow.error_pattern``)?"""
         return re.search(self.workflow.error_pattern, content) is not None

@@ -111,7 +111,8 @@ async def test_calls_without_tools_and_streams_pass_through(async_client: AsyncF
     client, engine = async_client(["plain words"])
     wrapped = wrap(client)
     plain = await wrapped.chat.completions.create(model=MODEL, messages=ASK)
-    assert plain.choices[0].message.content == "plain words" and plain.model_extra == {}
+    assert plain.choices[0].message.content == "plain words"
+    assert set(plain.tether) == {"layers"}  # the server's own field only: no interventions
     stream = await wrapped.chat.completions.create(model=MODEL, messages=ASK, tools=TOOLS, stream=True)
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "plain words" and len(engine.prompts) == 2
@@ -122,7 +123,7 @@ async def test_the_original_client_is_untouched(async_client: AsyncFactory) -> N
     wrap(client)
     response = await client.chat.completions.create(model=MODEL, messages=ASK, tools=TOOLS)
     (tool_call,) = response.choices[0].message.tool_calls or []
-    assert tool_call.function.name == "Read" and response.model_extra == {}
+    assert tool_call.function.name == "Read" and set(response.tether) == {"layers"}  # no interventions
 
 
 def test_sync_client_required_tool_is_retried() -> None:

@@ -192,7 +192,7 @@ async def test_bare_preset_passes_the_model_output_through(scripted) -> None:
     (tc,) = r["choices"][0]["message"]["tool_calls"]
     assert tc["function"]["name"] == "Read"
     assert json.loads(tc["function"]["arguments"]) == {"path": "a.txt", "limit": "5"}
-    assert "tether" not in r and len(engines[0].prompts) == 1
+    assert "interventions" not in r["tether"] and len(engines[0].prompts) == 1
 
 
 async def test_text_reply_with_tools_costs_one_generation(scripted) -> None:
@@ -200,7 +200,7 @@ async def test_text_reply_with_tools_costs_one_generation(scripted) -> None:
     client, engines = scripted(['{"response": "thanks, bye"}'])
     r = (await client.post("/v1/chat/completions", json=body())).json()
     assert r["choices"][0]["message"]["content"] == "thanks, bye"
-    assert r["choices"][0]["finish_reason"] == "stop" and "tether" not in r
+    assert r["choices"][0]["finish_reason"] == "stop" and "interventions" not in r["tether"]
     assert len(engines[0].prompts) == 1
 
 

@@ -53,7 +53,7 @@ async def test_a_string_for_an_integer_comes_back_untouched_as_a_call(scripted, 
     assert call["function"]["name"] == "set_volume" and r["choices"][0]["finish_reason"] == "tool_calls"
     assert json.loads(call["function"]["arguments"]) == {"level": "7"}
     assert r["choices"][0]["message"]["content"] is None
-    assert "tether" not in r  # nothing was done to it
+    assert "interventions" not in r["tether"]  # nothing was done to it
 
 
 async def test_full_coerces_it_and_records_the_coercion(scripted) -> None:

@@ -24,6 +24,7 @@ from tether.workflows import (
     kv_bytes_per_token,
     mem_available_bytes,
 )
+from tether.workflows.budget import FixedMemory
 
 
 def count(messages: Sequence[Message]) -> int:
@@ -219,12 +220,12 @@ def test_kv_bytes_per_token_matches_the_hand_calculation() -> None:
 
 
 def test_context_budget_against_memory() -> None:
-    roomy = context_budget(info(SMOLLM2), mem_available=8 * 2**30, reserve_tokens=512)
+    roomy = context_budget(info(SMOLLM2), memory=FixedMemory(host=8 * 2**30), reserve_tokens=512)
     assert roomy.kv_bytes_per_slot == 23_040 * 4096 and roomy.budget_tokens == 4096
     assert roomy.prompt_budget == 4096 - 512 and roomy.memory_source == "ram"
-    tight = context_budget(info(SMOLLM2), mem_available=23_040 * 1000, allocated=False, slots=2)
+    tight = context_budget(info(SMOLLM2), memory=FixedMemory(host=23_040 * 1000), allocated=False, slots=2)
     assert tight.max_ctx_by_memory == 500 and tight.budget_tokens == 500 and tight.reserve_tokens == 250
-    unknown = context_budget(info({}), mem_available=10)
+    unknown = context_budget(info({}), memory=FixedMemory(host=10))
     assert unknown.kv_bytes_per_token is None and unknown.budget_tokens == 4096
     assert set(roomy.as_dict()) >= {"kv_bytes_per_token", "budget_tokens", "mem_available_bytes"}
 

@@ -38,11 +38,11 @@ def out(name: str, cid: str = "call_new", **args: Any) -> ToolCall:
     return ToolCall(name, args, cid)
 
 
-def check_reply(
+async def check_reply(
     store: SessionStore, sid: str, history: Sequence[Message], calls: Sequence[ToolCall]
 ) -> Enforcement:
     """What a request does: observe its history once, then check the reply's calls."""
-    return store.check(store.observe(sid, history), calls)
+    return await store.check(await store.observe(sid, history), calls)
 
 
 class Clock:
@@ -53,45 +53,45 @@ class Clock:
         return self.now
 
 
-def test_check_reply_blocks_a_premature_terminal_call_until_the_step_has_a_result() -> None:
+async def test_check_reply_blocks_a_premature_terminal_call_until_the_step_has_a_result() -> None:
     store = SessionStore([WF])
-    store.create("fix_bug", "s1")
-    early = check_reply(store, "s1", [USER], [out("submit", summary="x")])
+    await store.create("fix_bug", "s1")
+    early = await check_reply(store, "s1", [USER], [out("submit", summary="x")])
     assert not early.ok and early.allowed_calls == ()
     (blocked,) = early.blocked
     assert blocked.reason == "terminal tool called early: submit(summary='x') needs run_tests"
     assert blocked.text.startswith("Not executed: submit finishes the task")
     history = [USER, *done("run_tests", "c1")]
-    later = check_reply(store, "s1", history, [out("submit", summary="x")])
+    later = await check_reply(store, "s1", history, [out("submit", summary="x")])
     assert later.ok and [c.name for c in later.allowed_calls] == ["submit"]
 
 
-def test_state_survives_a_client_that_trims_its_history() -> None:
+async def test_state_survives_a_client_that_trims_its_history() -> None:
     store = SessionStore([WF])
-    store.create("fix_bug", "s1")
-    store.observe("s1", [USER, *done("run_tests", "c1")])
-    assert check_reply(store, "s1", [USER], [out("submit", summary="x")]).ok  # c1 no longer sent
+    await store.create("fix_bug", "s1")
+    await store.observe("s1", [USER, *done("run_tests", "c1")])
+    assert (await check_reply(store, "s1", [USER], [out("submit", summary="x")])).ok  # c1 no longer sent
 
 
-def test_error_results_do_not_count_and_each_call_id_counts_once() -> None:
+async def test_error_results_do_not_count_and_each_call_id_counts_once() -> None:
     store = SessionStore([WF])
-    session = store.create("fix_bug", "s1")
+    session = await store.create("fix_bug", "s1")
     failed = [USER, *done("run_tests", "c1", result="Error: 2 tests failed")]
-    assert not check_reply(store, "s1", failed, [out("submit", summary="x")]).ok
+    assert not (await check_reply(store, "s1", failed, [out("submit", summary="x")])).ok
     assert session.state.failures == 1
-    store.observe("s1", failed)
-    store.observe("s1", failed)
+    await store.observe("s1", failed)
+    await store.observe("s1", failed)
     assert session.state.calls == 1  # the same call id is never recorded twice
 
 
-def test_arg_matched_prerequisite_and_same_reply_calls() -> None:
+async def test_arg_matched_prerequisite_and_same_reply_calls() -> None:
     store = SessionStore([WF])
-    store.create("fix_bug", "s1")
+    await store.create("fix_bug", "s1")
     history = [USER, *done("read_file", "c1", path="b.txt")]
-    verdict = check_reply(store, "s1", history, [out("edit_file", path="a.txt", text="x")])
+    verdict = await check_reply(store, "s1", history, [out("edit_file", path="a.txt", text="x")])
     assert "requires read_file(path='a.txt') first" in verdict.blocked[0].text
-    assert check_reply(store, "s1", history, [out("edit_file", path="b.txt", text="x")]).ok
-    both = check_reply(
+    assert (await check_reply(store, "s1", history, [out("edit_file", path="b.txt", text="x")])).ok
+    both = await check_reply(
         store,
         "s1",
         history,
@@ -106,29 +106,29 @@ def test_arg_matched_prerequisite_and_same_reply_calls() -> None:
     assert both.interventions()[0].kind == "workflow_blocked"
 
 
-def test_sessions_resolve_expire_and_evict() -> None:
+async def test_sessions_resolve_expire_and_evict() -> None:
     clock = Clock()
     store = SessionStore([WF], ttl_s=60, max_sessions=2, clock=clock)
     with pytest.raises(SessionNotFoundError) as err:
-        store.resolve("nope")
+        await store.resolve("nope")
     assert err.value.status == 404 and "X-Tether-Workflow" in err.value.message
-    lazy = store.resolve("a", "fix_bug")  # X-Tether-Session + X-Tether-Workflow
-    assert lazy.workflow is WF and store.resolve("a") is lazy
+    lazy = await store.resolve("a", "fix_bug")  # X-Tether-Session + X-Tether-Workflow
+    assert lazy.workflow is WF and await store.resolve("a") is lazy
     with pytest.raises(InvalidRequestError, match="runs workflow 'fix_bug', not 'other'"):
-        store.resolve("a", "other")
+        await store.resolve("a", "other")
     with pytest.raises(InvalidRequestError, match="unknown workflow 'zzz'; registered: fix_bug"):
-        store.create("zzz")
+        await store.create("zzz")
     clock.now += 59
-    assert store.get("a") is lazy  # touching slides the TTL
+    assert await store.get("a") is lazy  # touching slides the TTL
     clock.now += 59
-    store.create(WF, "b")
+    await store.create(WF, "b")
     clock.now += 1
-    store.get("a")
-    store.create(WF, "c")  # cap 2: "b" is the least recently used
-    assert store.get("b") is None and store.get("a") is not None and len(store) == 2
+    await store.get("a")
+    await store.create(WF, "c")  # cap 2: "b" is the least recently used
+    assert await store.get("b") is None and await store.get("a") is not None and await store.count() == 2
     clock.now += 61
-    assert len(store) == 0 and store.get("a") is None
-    assert not store.drop("a")
+    assert await store.count() == 0 and await store.get("a") is None
+    assert not await store.drop("a")
 
 
 # -- the streaming wrapper over the core ----------------------------------------------------
@@ -154,7 +154,7 @@ def finish_of(events: Sequence[TurnEvent]) -> FinishOut:
 
 async def test_blocked_call_is_regenerated_once_with_the_error_in_context() -> None:
     store = SessionStore([WF])
-    store.create("fix_bug", "s1")
+    await store.create("fix_bug", "s1")
     events, engine = await run(store, [call("submit", summary="early"), call("run_tests")], [USER])
     calls = [e for e in events if isinstance(e, ToolCall)]
     assert [c.name for c in calls] == ["run_tests"]
@@ -171,7 +171,7 @@ async def test_blocked_call_is_regenerated_once_with_the_error_in_context() -> N
 
 async def test_still_blocked_after_regeneration_becomes_text_naming_what_is_missing() -> None:
     store = SessionStore([WF])
-    store.create("fix_bug", "s1")
+    await store.create("fix_bug", "s1")
     events, engine = await run(store, [call("submit", summary="early")], [USER])
     assert not any(isinstance(e, ToolCall) for e in events)
     text = "".join(e.text for e in events if isinstance(e, TextOut))
@@ -187,7 +187,7 @@ async def test_still_blocked_after_regeneration_becomes_text_naming_what_is_miss
 
 async def test_allowed_replies_pass_through_untouched() -> None:
     store = SessionStore([WF])
-    store.create("fix_bug", "s1")
+    await store.create("fix_bug", "s1")
     events, engine = await run(store, [call("submit", summary="done")], [USER, *done("run_tests", "c1")])
     assert [e.name for e in events if isinstance(e, ToolCall)] == ["submit"]
     assert finish_of(events).interventions == () and len(engine.prompts) == 1
@@ -197,7 +197,7 @@ async def test_allowed_replies_pass_through_untouched() -> None:
 
 async def test_no_regeneration_once_the_violation_budget_is_spent() -> None:
     store = SessionStore([edit_workflow(budgets=Budgets(max_violations=0))])
-    store.create("fix_bug", "s1")
+    await store.create("fix_bug", "s1")
     events, engine = await run(store, [call("submit", summary="x"), call("run_tests")], [USER])
     assert len(engine.prompts) == 1 and not any(isinstance(e, ToolCall) for e in events)
 

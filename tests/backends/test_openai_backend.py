@@ -1,0 +1,145 @@
+"""tether ``--backend-kind openai`` in front of an OpenAI-compatible server with tool support, on the bundled model.
+
+llama-server's own chat API cannot be that server here: SmolLM2's template has no tool support and
+llama-server then ignores ``tools`` (it answers in prose). The back server is therefore a second
+tether with guardrails off (preset ``bare``: the generic format rendered and parsed, no layer 0, no
+guard) on the same llama-server — what a plain OpenAI-compatible server with tool parsing returns.
+The front tether forwards each job to its ``/v1/chat/completions`` and runs the post-hoc guard over
+what comes back: calls through the guard, streaming, and a hang-up that must stop llama-server's
+decoding two hops away. Real-model tests (markers ``model`` and ``backend``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+
+from tests.support.socket_server import serving, wait_for
+from tether.config import ServerConfig
+from tether.engine.remote import LlamaServerEngine
+from tether.engine.scheduler import Scheduler
+from tether.evals.name_fix import CASES, TOOLS
+from tether.proxy.app import create_app
+from tether.server import build_app
+
+OFFERED = {t.name: t.parameters for t in TOOLS}
+POST_HOC = ["repick", "repair", "streaming"]
+
+
+@dataclass(frozen=True)
+class Front:
+    url: str  # tether
+    llama_server: str
+    model: str  # the one model llama-server lists, which tether serves under the same name
+
+
+@pytest.fixture
+def front(llama_server: str, backend_engines: list[LlamaServerEngine]) -> Iterator[Front]:
+    """The front tether (post-hoc guard, preset full) over a bare tether over the llama-server."""
+    back = create_app(ServerConfig(preset="bare", slots=2), Scheduler(list(backend_engines)))
+    with serving(back) as back_url:
+        model = str(httpx.get(f"{back_url}/v1/models", timeout=10).json()["data"][0]["id"])
+        cfg = ServerConfig(
+            backend=back_url, backend_kind="openai", model_path=model, n_ctx=4096, slots=2, preset="full"
+        )
+        with serving(build_app(cfg)) as url:
+            yield Front(url, llama_server, model)
+
+
+def _body(front: Front, case: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": front.model,
+        "messages": [{"role": "user", "content": case}],
+        "tools": [t.to_openai() for t in TOOLS],
+        "tool_choice": "required",
+        "temperature": 0,
+        "max_tokens": 96,
+        **extra,
+    }
+
+
+def test_tool_calls_come_through_the_post_hoc_guard(front: Front) -> None:
+    base = front.url
+    calls = 0
+    for case in CASES[:12]:
+        r = httpx.post(f"{base}/v1/chat/completions", json=_body(front, case), timeout=180)
+        assert r.status_code == 200, r.text
+        reply = r.json()
+        assert reply["tether"]["layers"] == POST_HOC
+        flagged = {i["tool"] for i in reply["tether"].get("interventions", []) if i["kind"] == "args_invalid"}
+        for call in reply["choices"][0]["message"].get("tool_calls") or []:
+            calls += 1
+            name = call["function"]["name"]
+            assert name in OFFERED, call  # a name the guard could not resolve never leaves as a call
+            arguments = json.loads(call["function"]["arguments"])
+            if name not in flagged:  # whatever is not flagged invalid validates
+                jsonschema.validate(arguments, OFFERED[name])
+    assert calls >= 6  # tool_choice required: a call for most cases (some outrun the 96 tokens)
+
+
+def _stream_calls(front: Front, case: str) -> tuple[list[str], str | None, dict[str, Any]]:
+    body = _body(front, case, stream=True, stream_options={"include_usage": True})
+    names: list[str] = []
+    finish: str | None = None
+    usage: dict[str, Any] = {}
+    with httpx.stream("POST", f"{front.url}/v1/chat/completions", json=body, timeout=180) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                finish = choice.get("finish_reason") or finish
+                for call in choice["delta"].get("tool_calls") or []:
+                    names.append(call["function"]["name"])
+    return names, finish, usage
+
+
+def test_a_streamed_call_arrives_in_tool_call_deltas(front: Front) -> None:
+    # Unconstrained behind the bare back server, the model answers some requests in prose: take the
+    # first of a few (greedy, so always the same one) that comes back as a call.
+    for case in CASES[:8]:
+        names, finish, usage = _stream_calls(front, case)
+        assert set(names) <= set(OFFERED)
+        if names:
+            break
+    assert names and finish == "tool_calls"
+    assert usage["prompt_tokens"] > 50  # the back server's own count of the prompt it rendered
+
+
+def test_text_streams_and_a_hang_up_stops_llama_server(front: Front) -> None:
+    base, llama_server, model = front.url, front.llama_server, front.model
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Write a very long story about a lighthouse keeper."}],
+        "max_tokens": 2000,
+        "stream": True,
+    }
+    deltas = 0
+    with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=120) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("data: ") and '"content": "' in line and '"content": ""' not in line:
+                deltas += 1
+            if deltas >= 8:
+                break  # hang up mid-story
+    assert deltas >= 8  # it streamed, piece by piece
+    wait_for(base, lambda s: s["busy_slots"] == 0 and s["cancelled"] >= 1, timeout=10)
+    deadline = time.monotonic() + 10
+    while any(slot["is_processing"] for slot in httpx.get(f"{llama_server}/slots", timeout=5).json()):
+        assert time.monotonic() < deadline, "llama-server kept decoding for a client that left"
+        time.sleep(0.1)
+    answer = httpx.post(
+        f"{base}/v1/chat/completions",
+        json={"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
+        timeout=60,
+    )
+    assert answer.status_code == 200

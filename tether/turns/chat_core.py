@@ -1,0 +1,301 @@
+"""The innermost stage for a chat-API backend: the job goes out as a chat request, the guard runs here.
+
+An OpenAI-compatible endpoint or Ollama (:mod:`tether.engine.remote.chat`) renders the prompt and
+parses calls itself, so :class:`ChatBackendCore` forwards the job's messages and offered tools and
+reads text and calls back. Everything after the reply is :class:`~tether.turns.core.ChatCore`'s own:
+the same guard pipeline (names and aliases, re-pick, validation and coercion, repair, rescue of calls
+written as text in the model's format, dedupe, the re-decided text answer) and the same finish.
+The re-pick and repair are extra chat requests (:class:`ChatRegenerator`): a forced ``tool_choice``,
+or on a backend that takes reply schemas (Ollama's ``format``) a reply under the names' enum or the
+tool's arguments schema.
+
+A model without tool support (an Ollama model whose template has none) gets the tools folded into
+its messages in the format's shape, and layer 0 as the whole-reply schema where the backend takes
+one. Each request holds a scheduler slot (``Scheduler.lease``) while its HTTP stream is open, so
+queueing, 429s, the queue timeout and ``/health`` behave as with engines. Without token ids, prompt
+sizes for the budget and compaction are estimated (:func:`~tether.engine.remote.chat.estimate_tokens`);
+usage is the backend's own where it reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import structlog
+
+from tether.aio import closing_stream
+from tether.calls import ToolCall
+from tether.chat import Message, Usage
+from tether.engine.base import SamplingParams
+from tether.engine.prompt import fold_tools
+from tether.engine.remote.chat import CHARS_PER_TOKEN, ChatBackend, ChatEnd, ChatRequest, estimate_tokens
+from tether.engine.scheduler import Scheduler
+from tether.engine.stops import RepetitionStop, StopMatcher
+from tether.errors import (
+    ContextOverflowError,
+    FixedPromptTooLargeError,
+    InvalidRequestError,
+    ShuttingDownError,
+)
+from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
+from tether.grammar.formats.base import ToolCallFormat, ToolSpec
+from tether.grammar.remote.spec import ArgumentsSpec, NameChoiceSpec
+from tether.guardrails.interventions import GuardrailStats
+from tether.guardrails.pipeline import PickName, Regenerated, Regenerator, Request
+from tether.guardrails.wrap import ask_again
+from tether.turns.core import ChatCore, ConstraintFactory, GenerationTiming, Prepared
+from tether.turns.events import ChatJob, FinishReason, TextOut, TurnEvent
+
+__all__ = ["ChatBackendCore", "ChatRegenerator"]
+
+log = structlog.get_logger(__name__)
+
+
+class ChatBackendCore(ChatCore):
+    """``ChatCore`` over a chat backend: the request is the job itself; the guard and finish are shared."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        fmt: ToolCallFormat,
+        backend: ChatBackend,
+        *,
+        default_max_tokens: int | None = None,
+        constraint_factory: ConstraintFactory | None = None,
+        stats: GuardrailStats | None = None,
+        on_generation: GenerationTiming | None = None,
+    ) -> None:
+        super().__init__(
+            scheduler,
+            fmt,
+            default_max_tokens=default_max_tokens,
+            constraint_factory=constraint_factory,
+            regenerator=self._regenerator,
+            stats=stats,
+            on_generation=on_generation,
+        )
+        self.backend = backend
+
+    def _regenerator(self, job: ChatJob) -> Regenerator:
+        return ChatRegenerator(self, priority=job.priority)
+
+    def prompt_length(self, messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> int:
+        return estimate_tokens(messages, tools)
+
+    def prepare(self, job: ChatJob) -> Prepared:
+        """Check what the backend cannot do and the estimated budget; nothing is rendered here."""
+        if job.params.logprobs is not None:
+            raise InvalidRequestError(
+                f"logprobs are not available through the {self.backend.kind} backend", param="logprobs"
+            )
+        tools = self._offered(job)
+        n_ctx = self.info.n_ctx
+        size = self.prompt_length(job.messages, tools)
+        if size >= n_ctx:
+            fixed = self.prompt_length(tuple(m for m in job.messages if m.role == "system"), tools)
+            if fixed >= n_ctx:
+                raise FixedPromptTooLargeError(fixed, n_ctx)
+            raise ContextOverflowError(size, n_ctx)
+        wanted = job.max_tokens_requested or self.default_max_tokens
+        params = replace(job.params, max_tokens=max(1, min(wanted, n_ctx - size))) if wanted else job.params
+        return Prepared(job=job, fmt=self.fmt, tools=tools, prompt_ids=(), params=params)
+
+    def prepare_raw(self, job: ChatJob, prompt: str) -> Prepared:
+        raise InvalidRequestError(
+            f"plain-text completion needs a backend tether renders prompts for; the {self.backend.kind} "
+            "backend takes chat requests only (use /v1/chat/completions)",
+            param="prompt",
+        )
+
+    def _answer_only(self, prepared: Prepared) -> Prepared:
+        if self.backend.native_tools:
+            # The conversation keeps its tools (its tool turns refer to them); tool_choice none asks for text.
+            return replace(prepared, answer_only=True)
+        return super()._answer_only(prepared)
+
+    def _without_tools(self, prepared: Prepared) -> Prepared:
+        return replace(prepared, tools=())
+
+    def conversation(
+        self, messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]
+    ) -> tuple[tuple[Message, ...], tuple[ToolSpec, ...]]:
+        """What the backend is sent: messages and tools as they are, or for a model without tool support
+        the tools and past calls folded into the text in the format's own shape."""
+        if self.backend.native_tools:
+            return messages, tools
+        folded = fold_tools(self.fmt, messages, tools)
+        return tuple(Message(turn["role"], turn["content"]) for turn in folded), ()
+
+    def _request(self, prepared: Prepared) -> ChatRequest:
+        job = prepared.job
+        messages, tools = self.conversation(job.messages, prepared.tools)
+        layer0 = None
+        if not self.backend.native_tools and self.constraint_factory is not None:
+            spec = self.constraint_factory(prepared)  # the whole-reply schema, where the format has one
+            layer0 = None if callable(spec) else spec
+        asked = job.max_tokens_requested or self.default_max_tokens
+        return ChatRequest(
+            messages,
+            tools,
+            "none" if prepared.answer_only else job.tool_choice,
+            job.parallel_tool_calls,
+            prepared.params,
+            prepared.params.max_tokens if asked else None,
+            job.json_mode,
+            layer0,
+        )
+
+    async def ask(self, request: ChatRequest, *, priority: int = 0) -> tuple[str, list[ToolCall], Usage]:
+        """One whole request on a slot: its text, its calls and its usage (the guard's regenerations)."""
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        end: ChatEnd | None = None
+        async with (
+            self.scheduler.lease(priority=priority),
+            closing_stream(self.backend.stream(request)) as pieces,
+        ):
+            async for piece in pieces:
+                if isinstance(piece, str):
+                    text.append(piece)
+                elif isinstance(piece, ToolCall):
+                    calls.append(piece)
+                else:
+                    end = piece
+        reply = "".join(text)
+        return reply, calls, self._usage(request, reply, calls, end)
+
+    def _usage(self, request: ChatRequest, text: str, calls: list[ToolCall], end: ChatEnd | None) -> Usage:
+        """The backend's count where it gave one, else the estimate (a prompt it did not count, too)."""
+        prompt = estimate_tokens(request.messages, request.tools)
+        if end is not None and end.usage is not None:
+            used = end.usage
+            return (
+                used
+                if used.prompt_tokens
+                else Usage(prompt, used.completion_tokens, used.prompt_tokens_evaluated)
+            )
+        chars = len(text) + sum(len(c.name) + len(json.dumps(dict(c.arguments), default=str)) for c in calls)
+        return Usage(prompt, -(-chars // CHARS_PER_TOKEN), prompt)
+
+    async def run(self, prepared: Prepared) -> AsyncIterator[TurnEvent]:
+        """Stream turn events; closing the iterator closes the backend's stream."""
+        job = prepared.job
+        request = self._request(prepared)
+        stops = StopMatcher(job.stop)
+        looping = RepetitionStop()
+        detector = StreamDetector(prepared.fmt, prepared.tools) if prepared.tools else None
+        calls: list[ToolCall] = []
+        text: list[str] = []
+        sent_text = False
+        started = time.monotonic()
+        first: float | None = None
+        end: ChatEnd | None = None
+
+        def route(piece: str) -> list[TextOut]:
+            """Text through the format's detector: calls the model wrote as text are parsed (rescue)."""
+            nonlocal sent_text
+            if not piece:
+                return []
+            if detector is None:
+                out = [TextOut(piece)]
+            else:
+                out = []
+                for ev in detector.feed(piece):
+                    if isinstance(ev, TextDelta) and ev.text:
+                        out.append(TextOut(ev.text))
+                    elif isinstance(ev, ToolCallDone):
+                        calls.append(ev.call)
+            sent_text = sent_text or bool(out)
+            return out
+
+        async with (
+            self.scheduler.lease(priority=job.priority) as lease,
+            closing_stream(self.backend.stream(request)) as pieces,
+        ):
+            async for piece in pieces:
+                if lease.cancel.is_set():
+                    raise ShuttingDownError("the server is shutting down; generation cancelled")
+                if isinstance(piece, ToolCall):
+                    calls.append(piece)
+                elif isinstance(piece, ChatEnd):
+                    end = piece
+                else:
+                    first = first or time.monotonic()
+                    text.append(piece)
+                    for out in route(stops.feed(piece)):
+                        looping.feed(out.text)
+                        yield out
+                    if stops.matched is not None or looping.looping:
+                        break  # leaving closes the stream: the backend stops
+        for out in route(stops.flush()):
+            yield out
+        for ev in detector.close() if detector is not None else ():
+            if isinstance(ev, TextDelta) and ev.text:
+                sent_text = True
+                yield TextOut(ev.text)
+            elif isinstance(ev, ToolCallDone):
+                calls.append(ev.call)
+        if prepared.answer_only and calls:
+            log.info("answer_only_calls_dropped", calls=[c.name for c in calls])
+            calls = []
+        usage = self._usage(request, "".join(text), calls, end)
+        if self.on_generation is not None and first is not None:
+            self.on_generation(first - started, time.monotonic() - first, usage.completion_tokens)
+        reason: FinishReason = "stop" if stops.matched is not None or end is None else end.finish_reason
+        finish = self._finish(
+            prepared,
+            calls,
+            usage,
+            sent_text=sent_text,
+            notes=(),
+            reason=reason,
+            looped=looping.looping,
+            matched_stop=stops.matched,
+            started=started,
+        )
+        async with closing_stream(finish) as ending:
+            async for last in ending:
+                yield last
+
+
+class ChatRegenerator:
+    """The guard's re-pick and repair as chat requests on the backend (each on a slot, greedy)."""
+
+    def __init__(self, core: ChatBackendCore, *, priority: int = 0) -> None:
+        self.core = core
+        self.priority = priority
+
+    async def regenerate(self, request: Request) -> Regenerated:
+        asked = ask_again(request)
+        greedy = SamplingParams(temperature=0.0)
+        if self.core.backend.schema_replies:
+            # No tool_choice there: the reply itself is held to the names, or to the tool's arguments.
+            messages, _ = self.core.conversation(asked.messages, ())
+            spec = (
+                NameChoiceSpec(tuple(t.name for t in asked.tools))
+                if asked.forced is None
+                else ArgumentsSpec(asked.tools[0])
+            )
+            limit = 32 if isinstance(request, PickName) else 256  # a name; an arguments object
+            chat = ChatRequest(messages, params=greedy, max_tokens=limit, reply=spec)
+            text, _, usage = await self.core.ask(chat, priority=self.priority)
+            try:
+                value = json.loads(text)
+            except ValueError:
+                return Regenerated(None, usage)
+            wanted = str if asked.forced is None else dict
+            return Regenerated(value if isinstance(value, wanted) else None, usage)
+        # A forced call: its name and its arguments, in whatever the server wraps them in.
+        chat = ChatRequest(
+            asked.messages, asked.tools, asked.forced or "required", params=greedy, max_tokens=256
+        )
+        _, calls, usage = await self.core.ask(chat, priority=self.priority)
+        if not calls:
+            return Regenerated(None, usage)
+        first = calls[0]
+        if asked.forced is None:
+            return Regenerated(first.name, usage)
+        return Regenerated(dict(first.arguments) if not first.repairs else None, usage)
