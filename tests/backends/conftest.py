@@ -11,14 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends.checks import remote_engines, tether_in_front
 from tests.support.llama_server import llama_server_binary, running_llama_server
 from tests.support.redis_server import in_ci
-from tests.support.socket_server import serving
-from tether.config import ServerConfig
 from tether.engine.remote import LlamaServerEngine
-from tether.engine.scheduler import Scheduler
-from tether.proxy.app import create_app
-from tether.server import load_engines
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -47,16 +43,12 @@ def llama_server(llama_server_bin: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def backend_engines(llama_server: str) -> Iterator[list[LlamaServerEngine]]:
-    engines = load_engines(ServerConfig(backend=llama_server, slots=2))
-    assert all(isinstance(e, LlamaServerEngine) for e in engines)
-    yield engines  # type: ignore[misc]
-    for engine in engines:
-        engine.close()
+    with remote_engines(llama_server, LlamaServerEngine) as engines:
+        yield engines
 
 
 @pytest.fixture
 def tether_url(backend_engines: list[LlamaServerEngine]) -> Iterator[str]:
     """tether in front of the llama-server, on a real socket (default preset: strict)."""
-    app = create_app(ServerConfig(slots=2), Scheduler(list(backend_engines)))
-    with serving(app) as url:
+    with tether_in_front(backend_engines) as url:
         yield url

@@ -12,7 +12,6 @@ decoding two hops away. Real-model tests (markers ``model`` and ``backend``).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,15 @@ import httpx
 import jsonschema
 import pytest
 
-from tests.support.socket_server import serving, wait_for
+from tests.backends.checks import (
+    llama_server_busy,
+    say_hi,
+    story_body,
+    stream_tool_calls,
+    wait_server_idle,
+    wait_slot_freed,
+)
+from tests.support.socket_server import serving
 from tether.config import ServerConfig
 from tether.engine.remote import LlamaServerEngine
 from tether.engine.scheduler import Scheduler
@@ -84,30 +91,13 @@ def test_tool_calls_come_through_the_post_hoc_guard(front: Front) -> None:
     assert calls >= 6  # tool_choice required: a call for most cases (some outrun the 96 tokens)
 
 
-def _stream_calls(front: Front, case: str) -> tuple[list[str], str | None, dict[str, Any]]:
-    body = _body(front, case, stream=True, stream_options={"include_usage": True})
-    names: list[str] = []
-    finish: str | None = None
-    usage: dict[str, Any] = {}
-    with httpx.stream("POST", f"{front.url}/v1/chat/completions", json=body, timeout=180) as r:
-        assert r.status_code == 200
-        for line in r.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            usage = chunk.get("usage") or usage
-            for choice in chunk.get("choices") or []:
-                finish = choice.get("finish_reason") or finish
-                for call in choice["delta"].get("tool_calls") or []:
-                    names.append(call["function"]["name"])
-    return names, finish, usage
-
-
 def test_a_streamed_call_arrives_in_tool_call_deltas(front: Front) -> None:
     # Unconstrained behind the bare back server, the model answers some requests in prose: take the
     # first of a few (greedy, so always the same one) that comes back as a call.
     for case in CASES[:8]:
-        names, finish, usage = _stream_calls(front, case)
+        body = _body(front, case, stream=True, stream_options={"include_usage": True})
+        calls, finish, usage = stream_tool_calls(front.url, body, timeout=180)
+        names = [call["function"]["name"] for call in calls]
         assert set(names) <= set(OFFERED)
         if names:
             break
@@ -117,12 +107,7 @@ def test_a_streamed_call_arrives_in_tool_call_deltas(front: Front) -> None:
 
 def test_text_streams_and_a_hang_up_stops_llama_server(front: Front) -> None:
     base, llama_server, model = front.url, front.llama_server, front.model
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": "Write a very long story about a lighthouse keeper."}],
-        "max_tokens": 2000,
-        "stream": True,
-    }
+    body = story_body(model, max_tokens=2000)
     deltas = 0
     with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=120) as r:
         assert r.status_code == 200
@@ -132,14 +117,8 @@ def test_text_streams_and_a_hang_up_stops_llama_server(front: Front) -> None:
             if deltas >= 8:
                 break  # hang up mid-story
     assert deltas >= 8  # it streamed, piece by piece
-    wait_for(base, lambda s: s["busy_slots"] == 0 and s["cancelled"] >= 1, timeout=10)
-    deadline = time.monotonic() + 10
-    while any(slot["is_processing"] for slot in httpx.get(f"{llama_server}/slots", timeout=5).json()):
-        assert time.monotonic() < deadline, "llama-server kept decoding for a client that left"
-        time.sleep(0.1)
-    answer = httpx.post(
-        f"{base}/v1/chat/completions",
-        json={"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
-        timeout=60,
+    wait_slot_freed(base)
+    wait_server_idle(
+        lambda: llama_server_busy(llama_server), "llama-server kept decoding for a client that left"
     )
-    assert answer.status_code == 200
+    assert say_hi(base, model, timeout=60).status_code == 200

@@ -10,13 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
+from tests.support.processes import stop, wait_healthy
 from tests.support.socket_server import free_port
 from tether.engine.locate import bundled_model_path
 
@@ -65,25 +63,8 @@ def running_llama_server(
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"llama-server exited: {log.read().decode(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("llama-server did not become healthy in 60 s")
-            time.sleep(0.1)
+        wait_healthy(proc, f"{base}/health", name="llama-server", timeout=60, log=log, interval=0.1)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()

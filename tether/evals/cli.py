@@ -89,6 +89,17 @@ def run(
     api_key: Annotated[
         str | None, typer.Option(envvar="TETHER_EVAL_API_KEY", help="Bearer key for --base-url.")
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="Run tether's pipeline in-process and forward generation to this server, as "
+            "`tether serve --backend` does (llama-server, vLLM, Ollama, OpenAI-compatible)."
+        ),
+    ] = None,
+    backend_kind: Annotated[
+        str,
+        typer.Option(help="What --backend is: auto | llama-server | vllm | ollama | openai."),
+    ] = "auto",
     model: Annotated[
         str | None,
         typer.Option(help="GGUF path (embedded) or model id (--base-url). Default: bundled / first listed."),
@@ -132,7 +143,13 @@ def run(
     except TetherError as exc:
         _fail(exc.message)
         return
+    if backend and base_url:
+        _fail("--backend and --base-url exclude each other: --base-url evaluates a server as it is")
+    if backend_kind not in ("auto", "llama-server", "vllm", "ollama", "openai"):
+        _fail(f"--backend-kind must be auto, llama-server, vllm, ollama or openai, not {backend_kind!r}")
     target = Target(
+        backend=backend,
+        backend_kind=backend_kind,
         base_url=base_url,
         api_key=api_key,
         model=model,

@@ -31,6 +31,9 @@ class Target:
     threads: int | None = None
     gpu_layers: int = 0  # -1: all (``parse_gpu_layers``)
     timeout_s: float = 900.0
+    # tether's pipeline in-process, generation forwarded to this server (``tether serve --backend``).
+    backend: str | None = None
+    backend_kind: str = "auto"
 
 
 @asynccontextmanager
@@ -47,20 +50,21 @@ async def open_client(target: Target) -> AsyncIterator[ChatClient]:
 
     from tether.config import ServerConfig
     from tether.engine.llama_options import LlamaOptions
-    from tether.engine.scheduler import Scheduler
-    from tether.proxy.app import create_app
-    from tether.server import load_engines
+    from tether.server import build_app
 
     config = ServerConfig(
         model_path=target.model,
         n_ctx=target.n_ctx,
         slots=target.slots,
         n_threads=target.threads,
+        queue_limit=max(16, target.slots),
         llama_options=LlamaOptions(gpu_layers=target.gpu_layers),
+        backend=target.backend.rstrip("/") if target.backend else None,
+        backend_kind=target.backend_kind,  # type: ignore[arg-type]  # the CLI checks the value
     )
-    scheduler = Scheduler(load_engines(config), queue_limit=max(16, config.queue_limit))
+    app = build_app(config)
+    scheduler = app.state.tether.scheduler
     try:
-        app = create_app(config, scheduler)
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(
             transport=transport, base_url="http://tether/v1/", timeout=timeout

@@ -33,21 +33,20 @@ from tether.engine.base import SamplingParams
 from tether.engine.prompt import fold_tools
 from tether.engine.remote.chat import CHARS_PER_TOKEN, ChatBackend, ChatEnd, ChatRequest, estimate_tokens
 from tether.engine.scheduler import Scheduler
-from tether.engine.stops import RepetitionStop, StopMatcher
 from tether.errors import (
     ContextOverflowError,
     FixedPromptTooLargeError,
     InvalidRequestError,
     ShuttingDownError,
 )
-from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.remote.spec import ArgumentsSpec, NameChoiceSpec
 from tether.guardrails.interventions import GuardrailStats
 from tether.guardrails.pipeline import PickName, Regenerated, Regenerator, Request
 from tether.guardrails.wrap import ask_again
 from tether.turns.core import ChatCore, ConstraintFactory, GenerationTiming, Prepared
-from tether.turns.events import ChatJob, FinishReason, TextOut, TurnEvent
+from tether.turns.events import ChatJob, TurnEvent
+from tether.turns.routing import TextRouter
 
 __all__ = ["ChatBackendCore", "ChatRegenerator"]
 
@@ -184,33 +183,13 @@ class ChatBackendCore(ChatCore):
         """Stream turn events; closing the iterator closes the backend's stream."""
         job = prepared.job
         request = self._request(prepared)
-        stops = StopMatcher(job.stop)
-        looping = RepetitionStop()
-        detector = StreamDetector(prepared.fmt, prepared.tools) if prepared.tools else None
-        calls: list[ToolCall] = []
+        # Calls the model wrote as text are parsed here too (rescue), in order with the native ones.
+        router = TextRouter(prepared.fmt, prepared.tools, job.stop)
+        calls = router.calls
         text: list[str] = []
-        sent_text = False
         started = time.monotonic()
         first: float | None = None
         end: ChatEnd | None = None
-
-        def route(piece: str) -> list[TextOut]:
-            """Text through the format's detector: calls the model wrote as text are parsed (rescue)."""
-            nonlocal sent_text
-            if not piece:
-                return []
-            if detector is None:
-                out = [TextOut(piece)]
-            else:
-                out = []
-                for ev in detector.feed(piece):
-                    if isinstance(ev, TextDelta) and ev.text:
-                        out.append(TextOut(ev.text))
-                    elif isinstance(ev, ToolCallDone):
-                        calls.append(ev.call)
-            sent_text = sent_text or bool(out)
-            return out
-
         async with (
             self.scheduler.lease(priority=job.priority) as lease,
             closing_stream(self.backend.stream(request)) as pieces,
@@ -225,35 +204,25 @@ class ChatBackendCore(ChatCore):
                 else:
                     first = first or time.monotonic()
                     text.append(piece)
-                    for out in route(stops.feed(piece)):
-                        looping.feed(out.text)
+                    for out in router.feed(piece):
                         yield out
-                    if stops.matched is not None or looping.looping:
+                    if router.stopped:
                         break  # leaving closes the stream: the backend stops
-        for out in route(stops.flush()):
+        for out in router.close():
             yield out
-        for ev in detector.close() if detector is not None else ():
-            if isinstance(ev, TextDelta) and ev.text:
-                sent_text = True
-                yield TextOut(ev.text)
-            elif isinstance(ev, ToolCallDone):
-                calls.append(ev.call)
         if prepared.answer_only and calls:
             log.info("answer_only_calls_dropped", calls=[c.name for c in calls])
             calls = []
         usage = self._usage(request, "".join(text), calls, end)
         if self.on_generation is not None and first is not None:
             self.on_generation(first - started, time.monotonic() - first, usage.completion_tokens)
-        reason: FinishReason = "stop" if stops.matched is not None or end is None else end.finish_reason
         finish = self._finish(
             prepared,
             calls,
             usage,
-            sent_text=sent_text,
+            text=router,
             notes=(),
-            reason=reason,
-            looped=looping.looping,
-            matched_stop=stops.matched,
+            ended=end.finish_reason if end is not None else None,
             started=started,
         )
         async with closing_stream(finish) as ending:

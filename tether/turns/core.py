@@ -22,10 +22,8 @@ from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
 from tether.engine.processors import chain, sampling_processors
 from tether.engine.prompt import prompt_ids
 from tether.engine.scheduler import Scheduler
-from tether.engine.stops import RepetitionStop, StopMatcher
 from tether.engine.template import ChatTemplate
 from tether.errors import ContextOverflowError, FixedPromptTooLargeError, InvalidRequestError
-from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.remote.spec import OutputSpec
 from tether.guardrails.interventions import GuardrailStats, Intervention
@@ -33,6 +31,7 @@ from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
 from tether.guardrails.policy import unknown_tool_text
 from tether.turns.content_tokens import ContentTokens
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, offered_tools
+from tether.turns.routing import TextRouter
 
 __all__ = ["ChatCore", "ConstraintFactory", "GenerationTiming", "Prepared", "prime"]
 
@@ -154,33 +153,15 @@ class ChatCore:
         own = sampling_processors(prepared.params, len(prepared.prompt_ids)) if self.info.local_logits else []
         processor = chain([*own, constraint])  # the constraint last: no bias re-opens a masked token
         steered = getattr(constraint, "notes", None)  # what layer 0's steering did, after the fact
-        stops = StopMatcher(job.stop)
         content = ContentTokens() if prepared.params.logprobs is not None else None  # for logprobs
-        looping = RepetitionStop()
+        router = TextRouter(
+            prepared.fmt, prepared.tools, job.stop, claim=content.claim if content is not None else None
+        )
         generated = 0  # tokens seen: a generation cut short (stop string, loop) ends without Done
-        detector = StreamDetector(prepared.fmt, prepared.tools) if prepared.tools else None
-        calls: list[ToolCall] = []
         started = time.monotonic()
         first_token: float | None = None
         done: Done | None = None
-        sent_text = False
         answer_plainly = False  # the decision chose a text answer: ask it without the tools
-
-        def route(text: str) -> list[TextOut]:
-            nonlocal sent_text
-            if not text:
-                return []
-            if detector is None:
-                out = [TextOut(text)]
-            else:
-                out = []
-                for ev in detector.feed(text):
-                    if isinstance(ev, TextDelta) and ev.text:
-                        out.append(TextOut(ev.text))
-                    elif isinstance(ev, ToolCallDone):
-                        calls.append(ev.call)
-            sent_text = sent_text or bool(out)
-            return out if content is None else [replace(o, tokens=content.claim(o.text)) for o in out]
 
         gen = self.scheduler.generate(
             prepared.prompt_ids,
@@ -197,14 +178,15 @@ class ChatCore:
                         content.feed(event)
                     if first_token is None:
                         first_token = time.monotonic()
-                    for out in route(stops.feed(event.text)):
-                        # Only prose is cut: a call's arguments may legitimately repeat (file content).
-                        if isinstance(out, TextOut):
-                            looping.feed(out.text)
+                    for out in router.feed(event.text):
                         yield out
-                    if stops.matched is not None or looping.looping:
+                    if router.stopped:
                         break
-                    if not sent_text and getattr(constraint, "answering", False) and self._asks_plainly(job):
+                    if (
+                        not router.sent_text
+                        and getattr(constraint, "answering", False)
+                        and self._asks_plainly(job)
+                    ):
                         answer_plainly = True
                         break
                 else:
@@ -221,31 +203,21 @@ class ChatCore:
             async for answered in self._answer_instead(prepared, usage, notes):
                 yield answered
             return
-        for out in route(stops.flush()):
+        for out in router.close():
             yield out
-        if detector is not None:
-            for ev in detector.close():
-                if isinstance(ev, TextDelta) and ev.text:
-                    sent_text = True
-                    yield TextOut(ev.text, content.claim(ev.text) if content is not None else ())
-                elif isinstance(ev, ToolCallDone):
-                    calls.append(ev.call)
         usage = Usage(
             len(prepared.prompt_ids),
             done.completion_tokens if done else generated,
             done.prompt_tokens_evaluated if done else len(prepared.prompt_ids),
         )
-        reason: FinishReason = "stop" if stops.matched is not None or done is None else done.finish_reason
         # Calls leave after the generation has released its slot: the guard may need the engine again.
         finish = self._finish(
             prepared,
-            calls,
+            router.calls,
             usage,
-            sent_text=sent_text,
+            text=router,
             notes=tuple(steered() if callable(steered) else ()),
-            reason=reason,
-            looped=looping.looping,
-            matched_stop=stops.matched,
+            ended=done.finish_reason if done is not None else None,
             started=started,
         )
         async with closing_stream(finish) as ending:
@@ -258,19 +230,18 @@ class ChatCore:
         calls: list[ToolCall],
         usage: Usage,
         *,
-        sent_text: bool,
+        text: TextRouter,
         notes: tuple[Intervention, ...],
-        reason: FinishReason,
-        looped: bool,
-        matched_stop: str | None,
+        ended: FinishReason | None,
         started: float,
     ) -> AsyncIterator[TurnEvent]:
         """The end of every generation, whichever core ran it: the guard over its calls, then their
         events, a re-decided text answer when nothing is left, and the ``FinishOut``.
 
-        ``notes``: what happened during the generation; ``reason``: how it ended by itself;
-        ``looped``: it was cut for repeating itself."""
+        ``text``: the generation's text as it went out (whether any did, how it stopped);
+        ``notes``: what happened during the generation; ``ended``: how it ended by itself (None: cut short)."""
         checked, extra, guard_notes, guard_usage = await self._guard(prepared, calls)
+        sent_text, looped, reason = text.sent_text, text.looped, text.reason(ended)
         if looped:
             notes = (*notes, _REPEATED)
         for note in notes:
@@ -302,7 +273,7 @@ class ChatCore:
             interventions=len(notes),
             seconds=round(time.monotonic() - started, 3),
         )
-        yield FinishOut(reason, usage, notes, matched_stop=matched_stop)
+        yield FinishOut(reason, usage, notes, matched_stop=text.matched_stop)
 
     async def _answer_instead(
         self, prepared: Prepared, usage: Usage, notes: tuple[Intervention, ...]

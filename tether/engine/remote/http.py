@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 
-from tether.errors import BackendUnavailableError, EngineError
+from tether.errors import BackendUnavailableError, ConfigError, EngineError, TetherError
 
-__all__ = ["RemoteClient"]
+__all__ = ["RemoteClient", "connecting"]
 
 _SHORT_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
@@ -82,6 +82,27 @@ class RemoteClient:
         if response.status_code >= 500 or response.status_code == 429:
             return BackendUnavailableError(message)
         return EngineError(message)
+
+
+@contextmanager
+def connecting(
+    url: str,
+    *,
+    api_key: str | None,
+    timeout_s: float,
+    errors: type[TetherError] = EngineError,
+) -> Iterator[RemoteClient]:
+    """A client for what tether reads from ``--backend url`` at start-up, closed on exit: ``errors``
+    raised meanwhile become a ``ConfigError`` naming the backend (a ``ConfigError`` passes as it is)."""
+    client = RemoteClient(url, api_key=api_key, timeout_s=timeout_s)
+    try:
+        yield client
+    except ConfigError:
+        raise
+    except errors as exc:
+        raise ConfigError(f"--backend {url}: {exc.message}") from None
+    finally:
+        client.close()
 
 
 def _error_text(text: str) -> str:

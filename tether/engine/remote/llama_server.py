@@ -22,7 +22,7 @@ import structlog
 from tether.engine.base import Done, EngineInfo, GenerationEvent, SamplingParams
 from tether.engine.llama_cpp import model_id_for
 from tether.engine.loop import token_loop
-from tether.engine.remote.http import RemoteClient
+from tether.engine.remote.http import connecting
 from tether.engine.remote.token_engine import RemoteTokenEngine
 from tether.errors import BackendUnavailableError, ConfigError
 from tether.grammar.remote.gbnf import compile_gbnf
@@ -37,14 +37,9 @@ def connect_llama_server(
     url: str, *, slots: int = 1, api_key: str | None = None, timeout_s: float = 600.0
 ) -> list[LlamaServerEngine]:
     """One engine per tether slot on the llama-server at ``url``; checks it answers first."""
-    client = RemoteClient(url, api_key=api_key, timeout_s=timeout_s)
-    try:
+    with connecting(url, api_key=api_key, timeout_s=timeout_s, errors=BackendUnavailableError) as client:
         props = client.get_json("/props")
         models = client.get_json("/v1/models")
-    except BackendUnavailableError as exc:
-        raise ConfigError(f"--backend {url}: {exc.message}") from None
-    finally:
-        client.close()
     if not isinstance(props.get("chat_template"), str) or "default_generation_settings" not in props:
         raise ConfigError(f"--backend {url} does not look like llama-server (no /props chat_template)")
     remote_slots = int(props.get("total_slots") or 1)

@@ -31,8 +31,8 @@ from tether.engine.remote.chat import (
     mid_stream_error,
     pick_model,
 )
-from tether.engine.remote.http import RemoteClient
-from tether.errors import BackendUnavailableError, ConfigError, EngineError
+from tether.engine.remote.http import connecting
+from tether.errors import BackendUnavailableError
 from tether.grammar.formats import detect_format
 from tether.grammar.remote.structural_tag import compile_ollama
 
@@ -54,16 +54,11 @@ def connect_ollama(
     url: str, *, model: str | None, n_ctx: int, api_key: str | None = None, timeout_s: float = 600.0
 ) -> OllamaChatBackend:
     """The Ollama server at ``url`` for ``model`` (or the one model it has)."""
-    client = RemoteClient(url, api_key=api_key, timeout_s=timeout_s)
-    try:
+    with connecting(url, api_key=api_key, timeout_s=timeout_s) as client:
         tags = client.get_json("/api/tags")
         listed = [m for m in tags.get("models") or () if isinstance(m, dict)]
         name = pick_model(url, [str(m.get("model") or m.get("name")) for m in listed], model)
         show = client.post_json("/api/show", {"model": name})
-    except EngineError as exc:
-        raise ConfigError(f"--backend {url}: {exc.message}") from None
-    finally:
-        client.close()
     template = str(show.get("template") or "")
     capabilities = show.get("capabilities")
     # Older servers list no capabilities: a template that reads .Tools handles them.

@@ -26,8 +26,8 @@ from tether.engine.remote.chat import (
     mid_stream_error,
     pick_model,
 )
-from tether.engine.remote.http import RemoteClient
-from tether.errors import BackendUnavailableError, ConfigError, EngineError
+from tether.engine.remote.http import connecting
+from tether.errors import BackendUnavailableError
 
 __all__ = ["LAYERS", "OpenAIChatBackend", "connect_openai"]
 
@@ -54,13 +54,8 @@ def connect_openai(
 ) -> OpenAIChatBackend:
     """The endpoint at ``url`` for ``model`` (or the one model it lists); ``n_ctx`` where its card
     states no window."""
-    client = RemoteClient(url, api_key=api_key, timeout_s=timeout_s)
-    try:
+    with connecting(url, api_key=api_key, timeout_s=timeout_s) as client:
         listing = client.get_json("/v1/models")
-    except EngineError as exc:
-        raise ConfigError(f"--backend {url}: {exc.message}") from None
-    finally:
-        client.close()
     cards = [c for c in listing.get("data") or () if isinstance(c, dict) and c.get("id")]
     name = pick_model(url, [str(c["id"]) for c in cards], model)
     card = next((c for c in cards if c["id"] == name), {})

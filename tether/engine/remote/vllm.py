@@ -28,7 +28,7 @@ import structlog
 
 from tether.engine.base import Done, EngineInfo, GenerationEvent, SamplingParams
 from tether.engine.loop import token_loop
-from tether.engine.remote.http import RemoteClient
+from tether.engine.remote.http import RemoteClient, connecting
 from tether.engine.remote.token_engine import RemoteTokenEngine
 from tether.engine.remote.vllm_wire import (
     STOPPED,
@@ -57,8 +57,7 @@ def connect_vllm(
     url: str, *, slots: int = 1, api_key: str | None = None, timeout_s: float = 600.0
 ) -> list[VllmEngine]:
     """One engine per tether slot on the vLLM server at ``url``; reads what tether needs from it."""
-    client = RemoteClient(url, api_key=api_key, timeout_s=timeout_s)
-    try:
+    with connecting(url, api_key=api_key, timeout_s=timeout_s, errors=TetherError) as client:
         models = client.get_json("/v1/models")
         cards = [m for m in models.get("data") or () if isinstance(m, dict) and m.get("owned_by") == "vllm"]
         if not cards:
@@ -72,12 +71,6 @@ def connect_vllm(
             render_chat(client, info.model_id, turn, None)
             != render_chat(client, info.model_id, turn, [_PROBE])
         )
-    except ConfigError:
-        raise
-    except TetherError as exc:
-        raise ConfigError(f"--backend {url}: {exc.message}") from None
-    finally:
-        client.close()
     first = VllmEngine(url, info, api_key=api_key, timeout_s=timeout_s, chat_template_tools=reads_tools)
     log.info(
         "backend_vllm_ready",
