@@ -59,7 +59,7 @@ def test_without_the_grammar_the_model_writes_names_not_offered(
         )
         name = r.json()["content"].split('"', 1)[0]
         wrong += name not in OFFERED
-    assert wrong >= 3  # measured: 8 of these 20 name a tool that is not offered
+    assert wrong >= 15  # measured: all 20 name a tool that is not offered (Bash, Read)
 
 
 @pytest.mark.parametrize("name", available_formats())
