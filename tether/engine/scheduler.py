@@ -24,14 +24,15 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
 from tether.engine.base import Done, Engine, GenerationEvent, LogitsProcessor, SamplingParams, Token
+from tether.engine.slots import PREEMPTED, SENTINEL_ERROR, Lease, Run, Waiter, close_generation
 from tether.engine.stats import SchedulerStats
 from tether.errors import EngineError, QueueFullError, QueueTimeoutError, ShuttingDownError
 
@@ -41,50 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["Lease", "Scheduler", "SchedulerStats"]
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(order=True)
-class _Waiter:
-    priority: int
-    seq: int
-    prompt: Sequence[int] = field(compare=False)
-    future: asyncio.Future[int] = field(compare=False)
-
-
-@dataclass(eq=False)
-class _Run:
-    """One engine thread on one slot. ``preempt`` asks it to stop at a token boundary; ``cancel`` to
-    stop at once. The thread hands the slot back itself when its consumer has gone (``orphaned``),
-    so a consumer that is cancelled or never closed cannot keep a slot."""
-
-    slot: int
-    priority: int
-    seq: int
-    preempt: threading.Event = field(default_factory=threading.Event)
-    cancel: threading.Event = field(default_factory=threading.Event)
-    exited: asyncio.Event = field(default_factory=asyncio.Event)
-    orphaned: bool = False
-    thread: threading.Thread | None = None
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A slot held by work its caller runs itself (``Scheduler.lease``); ``cancel`` is set at shutdown."""
-
-    slot: int
-    engine: Engine
-    cancel: threading.Event
-
-
-_SENTINEL_ERROR = object()
-_PREEMPTED = object()
-
-
-def _close(gen: Iterator[GenerationEvent]) -> None:
-    """Close an engine's generator (a plain iterator has nothing to close)."""
-    close = getattr(gen, "close", None)
-    if close is not None:
-        close()
 
 
 class Scheduler:
@@ -110,8 +67,8 @@ class Scheduler:
         self.queue_timeout_s = queue_timeout_s
         self.stats = SchedulerStats()
         self._free = set(range(len(self.engines)))
-        self._waiting: list[_Waiter] = []
-        self._running: dict[int, _Run] = {}
+        self._waiting: list[Waiter] = []
+        self._running: dict[int, Run] = {}
         self._threads: set[threading.Thread] = set()
         self._pieces: dict[int, list[bytes]] = {}
         self._seq = itertools.count()
@@ -133,9 +90,9 @@ class Scheduler:
     def _best_free(self, prompt: Sequence[int]) -> int:
         return max(sorted(self._free), key=lambda i: self.engines[i].cached_prefix_len(prompt))
 
-    def _enqueue(self, prompt: Sequence[int], priority: int, seq: int, *, timed: bool = True) -> _Waiter:
+    def _enqueue(self, prompt: Sequence[int], priority: int, seq: int, *, timed: bool = True) -> Waiter:
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(priority, seq, prompt, loop.create_future())
+        waiter = Waiter(priority, seq, prompt, loop.create_future())
         heapq.heappush(self._waiting, waiter)
         self.stats.max_queue_depth = max(self.stats.max_queue_depth, self.queue_depth)
         if timed and self.queue_timeout_s is not None:
@@ -144,7 +101,7 @@ class Scheduler:
             waiter.future.add_done_callback(lambda _: timer.cancel())
         return waiter
 
-    def _expire(self, waiter: _Waiter, limit: float) -> None:
+    def _expire(self, waiter: Waiter, limit: float) -> None:
         if not waiter.future.done():
             self.stats.timed_out += 1
             waiter.future.set_exception(
@@ -154,7 +111,7 @@ class Scheduler:
                 )
             )
 
-    async def _wait(self, waiter: _Waiter) -> int:
+    async def _wait(self, waiter: Waiter) -> int:
         try:
             return await waiter.future
         except asyncio.CancelledError:
@@ -212,7 +169,7 @@ class Scheduler:
             self._pieces[slot] = self.engines[slot].token_pieces()
         return self._pieces[slot]
 
-    def _thread_exited(self, run: _Run) -> None:
+    def _thread_exited(self, run: Run) -> None:
         """On the loop, once the engine thread has let go of its context."""
         run.exited.set()
         if run.thread is not None:
@@ -224,7 +181,7 @@ class Scheduler:
 
     def _start(
         self,
-        run: _Run,
+        run: Run,
         prompt: Sequence[int],
         params: SamplingParams,
         processor: LogitsProcessor | None,
@@ -257,13 +214,13 @@ class Scheduler:
                     # A token boundary that is also a character boundary, with budget left to resume.
                     at_boundary = decoder.getstate()[0] == b""
                     if run.preempt.is_set() and at_boundary and count < params.max_tokens:
-                        _close(gen)  # the engine stops before sampling the next token
-                        post(_PREEMPTED)
+                        close_generation(gen)  # the engine stops before sampling the next token
+                        post(PREEMPTED)
                         return
             except BaseException as exc:  # reported to the consumer, never lost in the thread
-                post((_SENTINEL_ERROR, exc))
+                post((SENTINEL_ERROR, exc))
             finally:
-                _close(gen)
+                close_generation(gen)
                 post(None)
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(self._thread_exited, run)
@@ -301,14 +258,14 @@ class Scheduler:
         produced: list[int] = []
         first_evaluated: int | None = None
         finished = False
-        run: _Run | None = None
+        run: Run | None = None
         try:
             while held is not None:
                 before = len(produced)
                 segment = [*prompt, *produced]
                 seg_params = replace(params, max_tokens=params.max_tokens - before) if before else params
                 queue: asyncio.Queue[object] = asyncio.Queue()
-                run = _Run(held, priority, seq)
+                run = Run(held, priority, seq)
                 self._running[held] = run
                 self._start(run, segment, seg_params, logits_processor, queue, constraint)
                 preempted = False
@@ -316,10 +273,10 @@ class Scheduler:
                     item = await queue.get()
                     if item is None:
                         break
-                    if item is _PREEMPTED:
+                    if item is PREEMPTED:
                         preempted = True
                         continue
-                    if isinstance(item, tuple) and item and item[0] is _SENTINEL_ERROR:
+                    if isinstance(item, tuple) and item and item[0] is SENTINEL_ERROR:
                         exc = item[1]
                         log.error("engine_failed", slot=held, error=repr(exc))
                         raise EngineError(f"the engine failed: {exc}") from exc
@@ -389,7 +346,7 @@ class Scheduler:
             self.stats.cancelled += 1
             raise
         self._count_start(time.monotonic() - queued)
-        run = self._running[slot] = _Run(slot, priority, seq)  # so that shutdown() sets its cancel
+        run = self._running[slot] = Run(slot, priority, seq)  # so that shutdown() sets its cancel
         finished = False
         try:
             yield Lease(slot, self.engines[slot], run.cancel)
