@@ -8,7 +8,7 @@ one engine instance runs one generation at a time, on a worker thread.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -33,6 +33,7 @@ __all__ = [
     "Token",
     "TokenChoice",
     "TokenLogprob",
+    "common_prefix_len",
 ]
 
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -40,6 +41,16 @@ FinishReason = Literal["stop", "length", "cancelled"]
 # A plain callable, as in mlx-lm and llama-cpp-python: (ids so far, logits) -> logits.
 # ``ids`` holds the prompt and the generated tokens; processors may modify logits in place.
 LogitsProcessor = Callable[[npt.NDArray[np.intc], npt.NDArray[np.single]], npt.NDArray[np.single]]
+
+
+def common_prefix_len(held: Iterable[int], prompt: Iterable[int]) -> int:
+    """How many leading ids ``held`` and ``prompt`` share (an engine's ``cached_prefix_len``)."""
+    n = 0
+    for a, b in zip(held, prompt, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from tether.engine.base import (
     Generation,
     GenerationEvent,
     LogitsProcessor,
+    common_prefix_len,
 )
 from tether.engine.llama_options import LlamaOptions, llama_kwargs
 from tether.engine.loop import token_loop
@@ -138,13 +139,7 @@ class LlamaCppEngine(ContextEngine):
         return self._pieces
 
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
-        held = self._llm._input_ids
-        n = 0
-        for a, b in zip(held, prompt, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
+        return common_prefix_len(self._llm._input_ids, prompt)
 
     def _evaluated(self, prompt: Sequence[int]) -> int:
         """How many prompt tokens ``Llama.generate`` will evaluate (mirrors its reuse rule)."""

@@ -20,6 +20,7 @@ from tether.engine.base import (
     EngineInfo,
     Generation,
     GenerationEvent,
+    common_prefix_len,
 )
 from tether.engine.loop import token_loop
 
@@ -78,12 +79,7 @@ class ScriptedEngine(ContextEngine):
         return [bytes([i]) for i in range(256)] + [b""]
 
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
-        n = 0
-        for a, b in zip(self._context, prompt[:-1], strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
+        return common_prefix_len(self._context, prompt[:-1])
 
     def _reply_for(self, prompt_text: str) -> str:
         reply = self._replies[min(self._next, len(self._replies) - 1)]

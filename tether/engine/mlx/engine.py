@@ -30,6 +30,7 @@ from tether.engine.base import (
     GenerationEvent,
     LogitsProcessor,
     SamplingParams,
+    common_prefix_len,
 )
 from tether.engine.loop import token_loop
 from tether.engine.mlx import is_mlx_model_dir
@@ -191,12 +192,7 @@ class MlxEngine(ContextEngine):
         return self._vocab.pieces
 
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
-        n = 0
-        for a, b in zip(self._held, prompt, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
+        return common_prefix_len(self._held, prompt)
 
     def _reuse(self, prompt: list[int]) -> int:
         """Trim the cache to the longest reusable prefix (at least one prompt token is always evaluated)."""

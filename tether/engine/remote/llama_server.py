@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from tether.engine.base import Done, EngineInfo, GenerationEvent, SamplingParams
+from tether.engine.base import Done, EngineInfo, GenerationEvent, SamplingParams, common_prefix_len
 from tether.engine.llama_cpp import model_id_for
 from tether.engine.loop import token_loop
 from tether.engine.remote.http import connecting
@@ -66,6 +66,8 @@ class LlamaServerEngine(RemoteTokenEngine):
         super().__init__(url, api_key=api_key, timeout_s=timeout_s)
         self.slot = slot
         self._held: list[int] = []  # what this slot's KV cache holds after our last request
+        # BOS text first: ``tokenize`` needs it, and reading the info tokenizes the EOS text.
+        self._bos = info.bos_token if info is not None else str(props.get("bos_token") or "")
         self._info = info or self._read_info(props, models)
 
     def sibling(self, slot: int) -> LlamaServerEngine:
@@ -100,8 +102,7 @@ class LlamaServerEngine(RemoteTokenEngine):
         )
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
-        bos = getattr(self, "_info", None)
-        add_bos = not (bos is not None and bos.bos_token and text.startswith(bos.bos_token))
+        add_bos = not (self._bos and text.startswith(self._bos))
         body = {"content": text, "add_special": add_bos, "parse_special": special}
         return [int(t) for t in self._client.post_json("/tokenize", body)["tokens"]]
 
@@ -109,12 +110,7 @@ class LlamaServerEngine(RemoteTokenEngine):
         return str(self._client.post_json("/detokenize", {"tokens": list(ids)})["content"])
 
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
-        n = 0
-        for a, b in zip(self._held, prompt, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
+        return common_prefix_len(self._held, prompt)
 
     def _body(
         self, prompt: list[int], params: SamplingParams, constraint: OutputSpec | None
