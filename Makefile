@@ -1,5 +1,5 @@
 # tether developer commands. `make serve` and `make test` work on a fresh machine.
-.PHONY: setup setup-test serve test test-fast test-vllm test-clients lint bench bench-backend bench-load eval clean
+.PHONY: setup setup-test serve test test-fast test-vllm test-clients lint bench bench-backend bench-batch bench-load eval clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -47,6 +47,11 @@ bench: setup
 bench-backend: setup
 	scripts/install_llama_server.sh >/dev/null
 	$(PY) -m benchmarks.bench_backend $(ARGS)
+
+# Continuous batching, shared prefixes, jump-forward: tether vs llama-server -np 8 (docs/batching.md).
+bench-batch: setup
+	scripts/install_llama_server.sh >/dev/null
+	$(PY) -m benchmarks.bench_batch $(ARGS)
 
 bench-load: setup
 	$(PY) -m benchmarks.bench_load $(ARGS)

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 
@@ -23,7 +24,13 @@ def free_port() -> int:
 
 @contextmanager
 def _process(cmd: list[str], health: str) -> Iterator[None]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    # TETHER_BENCH_LOGS=DIR keeps each server's output (DIR/<port>.log), to see why one died.
+    logs = os.environ.get("TETHER_BENCH_LOGS")
+    sink: Any = subprocess.DEVNULL
+    if logs:
+        os.makedirs(logs, exist_ok=True)
+        sink = open(os.path.join(logs, f"{health.split(':')[2].split('/')[0]}.log"), "wb")  # noqa: SIM115
+    proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=dict(os.environ))
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -44,6 +51,8 @@ def _process(cmd: list[str], health: str) -> Iterator[None]:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        if sink is not subprocess.DEVNULL:
+            sink.close()
 
 
 @contextmanager

@@ -192,6 +192,21 @@ def serve(
             help=f"Let higher-priority requests preempt running ones. {_default('preempt')}",
         ),
     ] = None,
+    batching: Annotated[
+        str | None,
+        typer.Option(
+            help="auto | on | off: advance all slots' requests together in one llama.cpp context "
+            f"(auto: when --slots > 1; off: one context per slot). {_default('batching')}",
+        ),
+    ] = None,
+    speculate: Annotated[
+        bool | None,
+        typer.Option(
+            "--speculate/--no-speculate",
+            help="Batched engine: append text the tool-call grammar forces without sampling it, and verify "
+            f"drafts copied from the conversation (exact under greedy). {_default('speculate')}",
+        ),
+    ] = None,
     backend: Annotated[
         str | None,
         typer.Option(
@@ -272,6 +287,8 @@ def serve(
         "session_store": session_store,
         "compaction": compaction,
         "preempt": preempt,
+        "batching": batching,
+        "speculate": speculate,
         "backend": backend,
         "backend_kind": backend_kind,
         "backend_api_key": backend_api_key,

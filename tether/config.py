@@ -54,6 +54,9 @@ class ServerConfig:
     responses_store: int = 256
     compaction: bool = False
     preempt: bool = False
+    # auto: one batched llama.cpp context when --slots > 1 (docs/batching.md); off: a context per slot
+    batching: Literal["auto", "on", "off"] = "auto"
+    speculate: bool = True  # jump-forward over forced text and prompt-lookup drafts (batched engine)
     queue_timeout_s: float | None = 300.0
     shutdown_grace_s: float = 5.0
     # GPU offload, flash attention, KV cache types, mmap, mlock (docs/gpu.md)
@@ -120,6 +123,8 @@ class Settings(BaseSettings):
     )
     compaction: bool = False
     preempt: bool = False
+    batching: Literal["auto", "on", "off"] = "auto"
+    speculate: bool = True
     queue_timeout: float = Field(default=300.0, ge=0, description="seconds; 0 waits without limit")
     shutdown_grace: float = Field(default=5.0, ge=0)
     gpu_layers: int | Literal["all"] = Field(default=0, description="layers on the GPU: all, or N (0: CPU)")
@@ -222,6 +227,8 @@ class Settings(BaseSettings):
             responses_store=self.responses_store,
             compaction=self.compaction,
             preempt=self.preempt,
+            batching=self.batching,
+            speculate=self.speculate,
             queue_timeout_s=self.queue_timeout or None,
             shutdown_grace_s=self.shutdown_grace,
             llama_options=llama_options,
@@ -243,6 +250,7 @@ class Settings(BaseSettings):
                 ("--model", self.model is not None and self.backend_kind in ("llama-server", "vllm")),
                 ("--engine", self.engine != "auto"),
                 ("--preempt", self.preempt),
+                ("--batching", self.batching != "auto"),
                 ("--threads", self.threads is not None),
                 ("GPU/cache options", llama_options != LlamaOptions()),
             )

@@ -34,7 +34,11 @@ def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine
 
     path = Path(config.model_path) if config.model_path else bundled_model_path()
     if config.engine == "mlx" or (config.engine == "auto" and path.is_dir()):
+        if config.batching == "on":
+            raise ConfigError("--batching on batches llama.cpp contexts; the MLX engine runs one per slot")
         return _mlx_engines(config, path)
+    if config.batching == "on" or (config.batching == "auto" and config.slots > 1):
+        return _batched_slots(config, path, progress=progress)
     engines: list[Engine] = []
 
     def load() -> LlamaCppEngine:
@@ -54,6 +58,36 @@ def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine
         for _ in range(config.slots):
             engines.append(load())
     return engines
+
+
+def _batched_slots(config: ServerConfig, path: Path, *, progress: bool) -> list[Engine]:
+    """``--slots`` sequences of one llama.cpp context, advanced together (docs/batching.md)."""
+    from tether.engine.batch import BatchedLlama, BatchOptions
+
+    options = BatchOptions() if config.speculate else BatchOptions(jump_forward=False, draft_tokens=0)
+
+    def load() -> BatchedLlama:
+        return BatchedLlama(
+            path,
+            n_seq=config.slots,
+            n_ctx=config.n_ctx,
+            n_threads=config.n_threads,
+            options=config.llama_options,
+            batch=options,
+        )
+
+    if progress:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        with console.status(
+            f"Loading {path.name} ({config.slots} batched slot(s), {config.n_ctx} ctx each)…"
+        ):
+            model = load()
+        console.print(f"Loaded {path.name}")
+    else:
+        model = load()
+    return list(model.slots())
 
 
 def _backend_engines(config: ServerConfig) -> list[Engine]:

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 import tether.server
-from tests.support.serve import capture_serve
+from tests.support.serve import isolated_serve, serve
 from tether.cli import app
 from tether.config import ServerConfig, Settings
 from tether.engine.llama_options import LlamaOptions
@@ -30,16 +29,7 @@ OPTION_ENV = (
 @pytest.fixture
 def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[ServerConfig]:
     """``tether serve`` up to loading the model, in an empty directory with no TETHER_* variables."""
-    for name in [name for name in os.environ if name.startswith("TETHER_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    return capture_serve(monkeypatch)
-
-
-def serve(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["serve", *args])
-    return result.exit_code, result.output
+    return isolated_serve(tmp_path, monkeypatch)
 
 
 def test_defaults_keep_the_cpu_build_behaviour(served: list[ServerConfig]) -> None:

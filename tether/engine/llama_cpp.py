@@ -31,7 +31,7 @@ from tether.engine.llama_options import LlamaOptions, llama_kwargs
 from tether.engine.loop import token_loop
 from tether.errors import ConfigError, EngineError
 
-__all__ = ["LlamaCppEngine", "model_id_for"]
+__all__ = ["LlamaCppEngine", "LlamaText", "describe_llama", "model_id_for", "open_llama"]
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +42,115 @@ def model_id_for(path: Path, metadata: dict[str, str]) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") or path.stem
 
 
-class LlamaCppEngine(ContextEngine):
+def open_llama(
+    path: str | Path,
+    *,
+    n_ctx: int,
+    n_threads: int | None = None,
+    n_batch: int = 512,
+    options: LlamaOptions | None = None,
+) -> tuple[Any, LlamaOptions, int]:
+    """Load a GGUF model into ``llama_cpp.Llama``: the model, the options as in effect, the threads.
+
+    Shared by the serial engine (which decodes in the ``Llama``'s own context) and the batched one
+    (which only borrows its model and tokenizer)."""
+    try:
+        import llama_cpp
+    except ImportError as exc:  # pragma: no cover - exercised only on broken installs
+        raise ConfigError("llama-cpp-python is not installed: run `make setup`") from exc
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"model file not found: {path}")
+    threads = n_threads or os.cpu_count() or 1
+    options = options or LlamaOptions()
+    if options.gpu_layers != 0 and not llama_cpp.llama_supports_gpu_offload():
+        # Not an error: one tether.toml may serve machines with and without a GPU build.
+        log.warning(
+            "gpu_offload_unavailable",
+            gpu_layers=options.describe()["gpu_layers"],
+            hint="this llama-cpp-python is a CPU build; rebuild with TETHER_GPU=cuda make setup (docs/gpu.md)",
+        )
+        options = replace(options, gpu_layers=0)
+    try:
+        llm = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_batch=n_batch,
+            verbose=False,
+            **llama_kwargs(options),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"llama.cpp could not load {path}: {exc}{_load_hint(options)}") from exc
+    return llm, options, threads
+
+
+def describe_llama(llm: Any, path: str | Path, options: LlamaOptions, n_ctx: int) -> EngineInfo:
+    """The ``EngineInfo`` of a loaded ``Llama`` whose requests get ``n_ctx`` tokens each."""
+    import llama_cpp
+
+    path = Path(path)
+    meta = {str(k): str(v) for k, v in llm.metadata.items()}
+    model = llm._model
+    eos = {int(model.token_eos())}
+    n_vocab = llm.n_vocab()
+    eos |= {i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(model.vocab, i)}
+    control = frozenset(i for i in range(n_vocab) if llama_cpp.llama_vocab_is_control(model.vocab, i))
+    bos = int(model.token_bos())
+    return EngineInfo(
+        model_id=model_id_for(path, meta),
+        n_ctx=n_ctx,
+        chat_template=meta.get("tokenizer.chat_template"),
+        bos_token=_piece_text(llm, bos) if bos >= 0 else "",
+        eos_token=_piece_text(llm, int(model.token_eos())),
+        eos_token_ids=frozenset(eos),
+        n_vocab=n_vocab,
+        path=str(path),
+        control_token_ids=control,
+        metadata={k: v for k, v in meta.items() if k != "tokenizer.chat_template"},
+        llama_options=options,
+    )
+
+
+def _piece_text(llm: Any, token: int) -> str:
+    return str(llm.detokenize([token], special=True).decode("utf-8", errors="replace"))
+
+
+class LlamaText:
+    """Tokenizing, detokenizing and the vocabulary's pieces of a loaded ``Llama``: the same for the
+    serial engine and the batched one. Subclasses set ``_llm`` and ``_text_info`` before use."""
+
+    _llm: Any
+    _text_info: EngineInfo
+    _pieces: list[bytes] | None = None
+
+    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
+        bos = self._text_info.bos_token
+        add_bos = not (bos and text.startswith(bos))  # the text may already start with it
+        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return str(self._llm.detokenize(list(ids), special=True).decode("utf-8", errors="replace"))
+
+    def token_pieces(self) -> list[bytes]:
+        """The raw bytes of every vocabulary entry, indexed by token id (computed once)."""
+        if self._pieces is None:
+            import ctypes
+
+            import llama_cpp
+
+            vocab = self._llm._model.vocab
+            buf = ctypes.create_string_buffer(256)
+            pieces: list[bytes] = []
+            for i in range(self._text_info.n_vocab):
+                n = llama_cpp.llama_token_to_piece(vocab, i, buf, len(buf), 0, True)
+                pieces.append(buf.raw[: max(n, 0)])
+            self._pieces = pieces
+        return self._pieces
+
+
+class LlamaCppEngine(LlamaText, ContextEngine):
     """A GGUF model with one llama.cpp context."""
 
     def __init__(
@@ -55,88 +163,17 @@ class LlamaCppEngine(ContextEngine):
         options: LlamaOptions | None = None,
     ) -> None:
         super().__init__()
-        try:
-            import llama_cpp
-        except ImportError as exc:  # pragma: no cover - exercised only on broken installs
-            raise ConfigError("llama-cpp-python is not installed: run `make setup`") from exc
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"model file not found: {path}")
-        threads = n_threads or os.cpu_count() or 1
-        options = options or LlamaOptions()
-        if options.gpu_layers != 0 and not llama_cpp.llama_supports_gpu_offload():
-            # Not an error: one tether.toml may serve machines with and without a GPU build.
-            log.warning(
-                "gpu_offload_unavailable",
-                gpu_layers=options.describe()["gpu_layers"],
-                hint="this llama-cpp-python is a CPU build; rebuild with TETHER_GPU=cuda make setup (docs/gpu.md)",
-            )
-            options = replace(options, gpu_layers=0)
-        try:
-            self._llm = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=threads,
-                n_threads_batch=threads,
-                n_batch=n_batch,
-                verbose=False,
-                **llama_kwargs(options),
-            )
-        except ValueError as exc:
-            raise ConfigError(f"llama.cpp could not load {path}: {exc}{_load_hint(options)}") from exc
-        self._pieces: list[bytes] | None = None
-        meta = {str(k): str(v) for k, v in self._llm.metadata.items()}
-        model = self._llm._model
-        eos = {int(model.token_eos())}
-        n_vocab = self._llm.n_vocab()
-        eos |= {i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(model.vocab, i)}
-        control = frozenset(i for i in range(n_vocab) if llama_cpp.llama_vocab_is_control(model.vocab, i))
-        self._bos_text = self._piece_text(int(model.token_bos())) if int(model.token_bos()) >= 0 else ""
-        self._info = EngineInfo(
-            model_id=model_id_for(path, meta),
-            n_ctx=self._llm.n_ctx(),
-            chat_template=meta.get("tokenizer.chat_template"),
-            bos_token=self._bos_text,
-            eos_token=self._piece_text(int(model.token_eos())),
-            eos_token_ids=frozenset(eos),
-            n_vocab=n_vocab,
-            path=str(path),
-            control_token_ids=control,
-            metadata={k: v for k, v in meta.items() if k != "tokenizer.chat_template"},
-            llama_options=options,
+        self._llm, options, threads = open_llama(
+            path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, options=options
         )
+        self._info = self._text_info = describe_llama(self._llm, path, options, self._llm.n_ctx())
         log.info(
             "model_loaded", path=str(path), n_ctx=self._info.n_ctx, threads=threads, **options.describe()
         )
 
-    def _piece_text(self, token: int) -> str:
-        return self._llm.detokenize([token], special=True).decode("utf-8", errors="replace")
-
     @property
     def info(self) -> EngineInfo:
         return self._info
-
-    def tokenize(self, text: str, *, special: bool = True) -> list[int]:
-        add_bos = not (self._bos_text and text.startswith(self._bos_text))
-        return list(self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special))
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self._llm.detokenize(list(ids), special=True).decode("utf-8", errors="replace")
-
-    def token_pieces(self) -> list[bytes]:
-        if self._pieces is None:
-            import ctypes
-
-            import llama_cpp
-
-            vocab = self._llm._model.vocab
-            buf = ctypes.create_string_buffer(256)
-            pieces: list[bytes] = []
-            for i in range(self._info.n_vocab):
-                n = llama_cpp.llama_token_to_piece(vocab, i, buf, len(buf), 0, True)
-                pieces.append(buf.raw[: max(n, 0)])
-            self._pieces = pieces
-        return self._pieces
 
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
         return common_prefix_len(self._llm._input_ids, prompt)

@@ -27,9 +27,10 @@ def token_loop(
     max_tokens: int,
     cancel: threading.Event | None,
     prompt_tokens: int,
-    evaluated: int,
+    evaluated: int | Callable[[], int],
 ) -> Iterator[GenerationEvent]:
-    """Events for the sampled ``tokens``; ``piece(id)`` is the token's raw bytes."""
+    """Events for the sampled ``tokens``; ``piece(id)`` is the token's raw bytes. ``evaluated`` may
+    be a callable, read at the end (a batched engine knows it once the request has been placed)."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     produced = 0
     finish: FinishReason = "length"
@@ -44,7 +45,10 @@ def token_loop(
         if cancel is not None and cancel.is_set():
             finish = "cancelled"
             break
+    else:
+        if cancel is not None and cancel.is_set():  # the engine ended the tokens because of it
+            finish = "cancelled"
     tail = decoder.decode(b"", final=True)
     if tail:
         yield Token(-1, tail)
-    yield Done(finish, prompt_tokens, evaluated, produced)
+    yield Done(finish, prompt_tokens, evaluated() if callable(evaluated) else evaluated, produced)

@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from tether.engine.base import LogitsProcessor, SamplingParams
 
-__all__ = ["chain", "sampling_processors"]
+__all__ = ["Chain", "chain", "sampling_processors"]
 
 
 def _bias(pairs: Sequence[tuple[int, float]]) -> LogitsProcessor:
@@ -52,6 +52,23 @@ def sampling_processors(params: SamplingParams, prompt_len: int) -> list[LogitsP
     return out
 
 
+class Chain:
+    """Processors applied in order; ``parts`` lets an engine find the last one (layer 0)."""
+
+    parts: tuple[LogitsProcessor, ...]
+
+    def __init__(self, parts: Sequence[LogitsProcessor]) -> None:
+        flat: list[LogitsProcessor] = []
+        for p in parts:
+            flat.extend(p.parts if isinstance(p, Chain) else [p])
+        self.parts = tuple(flat)
+
+    def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        for p in self.parts:
+            logits = p(ids, logits)
+        return logits
+
+
 def chain(processors: Sequence[LogitsProcessor | None]) -> LogitsProcessor | None:
     """One processor applying ``processors`` in order (None entries skipped); None when there are none."""
     active = [p for p in processors if p is not None]
@@ -59,10 +76,4 @@ def chain(processors: Sequence[LogitsProcessor | None]) -> LogitsProcessor | Non
         return None
     if len(active) == 1:
         return active[0]
-
-    def apply(ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
-        for p in active:
-            logits = p(ids, logits)
-        return logits
-
-    return apply
+    return Chain(active)

@@ -87,15 +87,51 @@ class ToolConstraint:
         else:
             self._watch(data)
 
-    # The engine seam.
-    def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+    def _catch_up(self, ids: npt.NDArray[np.intc]) -> None:
         n = len(ids)
         if n > self.seen:
             for tid in ids[self.seen : n].tolist():
                 self._consume(int(tid))
             self.seen = n
+
+    @property
+    def armed(self) -> bool:
+        """Inside a tool call: the mask is active."""
+        return self.state is not None
+
+    def copying(self, ids: npt.NDArray[np.intc]) -> bool:
+        """After ``ids``: inside a tool call where the grammar leaves most of the vocabulary open (an
+        argument's text), so the model most likely copies the conversation: the batched engine drafts
+        only there, never where the grammar dictates structure."""
+        self._catch_up(ids)
+        return self.state is not None and self.masks.mask(self.state).blocked is not None
+
+    def forced_next(self, ids: npt.NDArray[np.intc]) -> int | None:
+        """The only token the step after ``ids`` allows, or None (jump-forward: an engine may append it
+        without sampling). Stands for that step's call: whatever the call would record, this does."""
+        self._catch_up(ids)
+        if self.state is None:
+            return None
+        mask = self.masks.mask(self.state)
+        if mask.allowed is None or mask.allowed.size != 1:
+            return None
+        if self.steering.decide and self.decision is None and self.masks.split(self.state) is not None:
+            return None
+        # The steering rules only narrow the mask; one that empties it is left to the sampler.
+        row = self._shape(np.zeros(self.vocab.size, dtype=np.single))
+        kept = np.flatnonzero(np.isfinite(row))
+        return int(kept[0]) if kept.size == 1 else None
+
+    # The engine seam.
+    def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        self._catch_up(ids)
         if self.state is None:
             return logits
+        return self._shape(logits)
+
+    def _shape(self, logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        """This step's mask and steering on ``logits`` (the automaton is armed)."""
+        assert self.state is not None
         mask = self.masks.mask(self.state)
         self.stats.masked_steps += 1
         if mask.empty:

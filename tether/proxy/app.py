@@ -172,13 +172,17 @@ def create_app(
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:
         state: AppState = request.app.state.tether
-        return {
+        body: dict[str, Any] = {
             "status": "ok",
             "model": state.model_id,
             "backend": state.core.info.backend,
             "scheduler": state.scheduler.snapshot(),
             "interventions": state.core.stats.interventions,
         }
+        batch_stats = getattr(state.scheduler.engines[0], "batch_stats", None)
+        if batch_stats is not None:  # the batched engine: steps, forced and draft tokens, decode time
+            body["batch"] = batch_stats()
+        return body
 
     @app.exception_handler(TetherError)
     async def tether_error(_: Request, exc: TetherError) -> JSONResponse:

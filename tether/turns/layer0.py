@@ -71,6 +71,14 @@ class Layer0:
         logits = self.constraint(ids, logits)
         return self.grounding(ids, logits) if self.grounding is not None else logits
 
+    def copying(self, ids: npt.NDArray[np.intc]) -> bool:
+        """Inside an argument string: the batched engine drafts only there."""
+        return self.constraint.copying(ids)
+
+    def forced_next(self, ids: npt.NDArray[np.intc]) -> int | None:
+        """The constraint's forced token (jump-forward); grounding only biases, so it cannot differ."""
+        return self.constraint.forced_next(ids)
+
     @property
     def answering(self) -> bool:
         """The call-or-answer decision chose a text answer for a reply it was not told to answer."""

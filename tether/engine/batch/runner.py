@@ -1,0 +1,327 @@
+"""Continuous batching: one thread advances every active sequence of one context per decode.
+
+Each step the runner puts into one ``llama_batch``: every decoding sequence's pending tokens
+(the token it sampled, plus any the grammar forced after it, plus a draft to verify), then
+prefill chunks of joining requests in arrival order — small ones while others are decoding,
+so running streams keep flowing. After the decode each sequence samples with its own
+processor chain and :class:`~tether.engine.batch.sampler.Sampler`, and hands its tokens to its
+consumer's queue; the consumer (the slot's ``generate``) runs the engine token loop over them.
+
+A request placed on a sequence keeps the longest prefix that sequence already holds, or — when
+another sequence holds a longer one — gets a shared copy of it (``BatchContext.share``); one
+that shares a long prefix with a request still prefilling it waits for that prefill instead of
+computing the same prefix twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import structlog
+
+from tether.engine.base import common_prefix_len
+from tether.engine.batch.context import BatchContext
+from tether.engine.batch.draft import forced_tokens, forcing_of, lookup_draft
+from tether.engine.batch.jobs import END, BatchOptions, BatchStats, Job
+from tether.engine.batch.sampler import Sampler
+from tether.errors import EngineError
+
+__all__ = ["BatchOptions", "BatchRunner", "BatchStats", "Job"]  # the records live in jobs.py
+
+log = structlog.get_logger(__name__)
+
+
+class BatchRunner:
+    """Owns ``ctx`` and its thread; ``submit`` a job, read ``job.tokens()``, ``release`` it."""
+
+    def __init__(
+        self,
+        ctx: BatchContext,
+        *,
+        n_seq: int,
+        eos: frozenset[int],
+        options: BatchOptions,
+        control: frozenset[int] = frozenset(),
+    ) -> None:
+        self.ctx = ctx
+        self.eos = eos
+        self.options = options
+        self._draft_stops = eos | control  # a draft never runs on into the template's markers
+        self.held: list[list[int]] = [[] for _ in range(n_seq)]  # what each sequence's cells hold
+        self._cv = threading.Condition()
+        self._inbox: list[Job] = []
+        self._jobs: list[Job] = []
+        self._touched: list[Job] = []  # the jobs the current step placed or put in the batch
+        self._closing = False
+        self.stats = BatchStats()
+        # Forced tokens per sequence and step: every sequence's pending tokens must fit one batch.
+        self._jump_cap = max(0, min(32, ctx.n_batch // n_seq - 1 - options.draft_tokens))
+        self._thread = threading.Thread(target=self._run, name="tether-batch", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> None:
+        with self._cv:
+            if self._closing:
+                raise EngineError("the engine is closing")
+            self._inbox.append(job)
+            self._cv.notify()
+
+    def release(self, job: Job) -> None:
+        """The consumer is done with ``job`` (finished, cancelled or hung up)."""
+        with self._cv:
+            job.closed = True
+            self._cv.notify()
+
+    def close(self) -> None:
+        with self._cv:
+            self._closing = True
+            self._cv.notify()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._closing and not self._inbox and not self._jobs:
+                    self._cv.wait()
+                if self._closing:
+                    for job in [*self._inbox, *self._jobs]:
+                        job.out.put(EngineError("the engine is closing"))
+                    return
+                for job in self._inbox:
+                    self._start(job)
+                self._jobs.extend(self._inbox)
+                self._inbox.clear()
+                self._jobs = [j for j in self._jobs if not self._gone(j)]
+            if self._jobs:
+                self._touched = []
+                try:
+                    self._step()
+                except Exception as exc:  # a failed step fails the jobs in it, never the thread
+                    log.error("batch_step_failed", error=repr(exc))
+                    self._fail_step(exc)
+
+    def _gone(self, job: Job) -> bool:
+        if job.closed:
+            return True
+        if job.cancel is not None and job.cancel.is_set():
+            job.out.put(END)
+            return True
+        return False
+
+    def _start(self, job: Job) -> None:
+        if not job.prompt:
+            self._fail_job(job, EngineError("an empty prompt: there is nothing to continue"))
+            return
+        size = len(job.prompt) + job.params.max_tokens + self.options.draft_tokens + 2
+        job.ids = np.zeros(size, dtype=np.intc)
+        job.ids[: len(job.prompt)] = job.prompt
+        job.n = len(job.prompt)
+        job.sampler = Sampler(job.params)
+        job.forcing = (
+            forcing_of(job.processor) if self.options.jump_forward or self.options.draft_tokens else None
+        )
+
+    # Placement: what of the prompt is already in the cache, here or on another sequence.
+    def _place(self, job: Job) -> bool:
+        self._touched.append(job)
+        prompt, seq = job.prompt, job.seq
+        best = common_prefix_len(self.held[seq], prompt)
+        donor: int | None = None
+        for other, cells in enumerate(self.held):
+            if other != seq and (c := common_prefix_len(cells, prompt)) > best:
+                best, donor = c, other
+        for other_job in self._jobs:
+            if other_job is job or not other_job.placed or not other_job.todo:
+                continue
+            shared = common_prefix_len(other_job.prompt, prompt)
+            if shared - best >= self.options.share_min:
+                return False  # its prefill is computing our prefix: take a copy once it has
+        keep = min(best, len(prompt) - 1)
+        if donor is not None:
+            self.ctx.keep(seq, 0)
+            self.ctx.share(donor, seq, keep)
+            self.stats.shared += keep
+        else:
+            self.ctx.keep(seq, keep)
+        self.held[seq] = list(prompt[:keep])
+        job.todo = list(prompt[keep:])
+        job.evaluated = len(prompt) - keep
+        job.placed = True
+        if self.options.jump_forward and job.forcing is not None:
+            # A reply the grammar opens for it (`{"tool_calls": [{"name": "`) is prefilled with the prompt.
+            limit = min(self._jump_cap, job.params.max_tokens - 1)
+            for token in self._forced(job, limit):
+                self.stats.forced += 1
+                self._emit(job, token, stored=True)
+                job.todo.append(token)
+        return True
+
+    def _forced(self, job: Job, limit: int) -> list[int]:
+        """What the job's grammar forces next; a grammar that fails ends that job only."""
+        assert job.forcing is not None
+        try:
+            return forced_tokens(job.forcing, job.ids, job.n, limit=limit, eos=self.eos)
+        except Exception as exc:
+            self._fail_job(job, EngineError(f"the logits processor failed: {exc!r}"))
+            return []
+
+    def _step(self) -> None:
+        started = time.perf_counter()
+        self._fill_and_run()
+        self.stats.step_s += time.perf_counter() - started
+
+    def _fill_and_run(self) -> None:
+        ctx = self.ctx
+        rows: dict[int, list[int]] = {}  # job index -> batch rows whose logits it reads
+        drafts: dict[int, list[int]] = {}
+        chunks: dict[int, int] = {}  # job index -> prompt tokens in this batch
+        decoding = False
+        for i, job in enumerate(self._jobs):
+            if job.closed or not job.placed or job.todo or not job.pending or ctx.room < len(job.pending):
+                continue
+            self._touched.append(job)
+            decoding = True
+            draft = self._draft(job)
+            seq, pos = job.seq, len(self.held[job.seq])
+            last = len(job.pending) - 1
+            for k, token in enumerate(job.pending):
+                row = ctx.add(token, pos + k, seq, logits=k == last)
+            rows[i] = [row]
+            for k, token in enumerate(draft):
+                rows[i].append(ctx.add(token, pos + len(job.pending) + k, seq, logits=True))
+            drafts[i] = draft
+        budget = min(ctx.room, self.options.prefill_chunk) if decoding else ctx.room
+        for i, job in enumerate(self._jobs):
+            if budget <= 0:
+                break
+            if not job.placed and not self._place(job):
+                continue
+            if job.closed or not job.todo:
+                continue
+            chunk = job.todo[:budget]
+            complete = len(chunk) == len(job.todo)
+            pos = len(self.held[job.seq])
+            for k, token in enumerate(chunk):
+                row = ctx.add(token, pos + k, job.seq, logits=complete and k == len(chunk) - 1)
+            chunks[i] = len(chunk)
+            if complete:
+                rows[i], drafts[i] = [row], []
+            budget -= len(chunk)
+        stats = self.stats
+        stats.steps += 1
+        stats.decoded += ctx.size
+        stats.max_batch = max(stats.max_batch, len(rows) + sum(1 for i in chunks if i not in rows))
+        stats.drafted += sum(len(d) for d in drafts.values())
+        decoding_started = time.perf_counter()
+        ctx.decode()
+        stats.decode_s += time.perf_counter() - decoding_started
+        for i, job in enumerate(self._jobs):
+            if i in chunks:
+                self.held[job.seq].extend(job.todo[: chunks[i]])
+                job.todo = job.todo[chunks[i] :]
+            if i not in rows:
+                continue
+            self.held[job.seq].extend(job.pending)
+            job.pending = []
+            if not job.closed:
+                self._advance(job, rows[i], drafts[i])
+
+    def _draft(self, job: Job) -> list[int]:
+        room = job.params.max_tokens - job.produced
+        if not self.options.draft_tokens or job.sampler is None or not job.sampler.greedy or room <= 1:
+            return []
+        try:
+            copying = job.forcing is not None and job.forcing.copying(job.ids[: job.n])
+        except Exception as exc:
+            self._fail_job(job, EngineError(f"the logits processor failed: {exc!r}"))
+            return []
+        if not copying:
+            job.run_start, job.run_missed = None, False
+            return []
+        if job.run_start is None:
+            job.run_start = job.n - 1  # the token just sampled opened the run
+        # Only an n-gram of the run itself says what is being copied: the tokens before it are the
+        # grammar's (`": "`), which match the prompt's schemas and instructions everywhere.
+        limit = min(self.options.draft_tokens, room - 1, self.ctx.room - len(job.pending) - 1)
+        if job.run_missed or job.n - job.run_start < self.options.ngram or limit <= 0:
+            return []
+        draft = lookup_draft(job.ids[: job.n], ngram=self.options.ngram, max_draft=limit)
+        stop = next((k for k, t in enumerate(draft) if t in self._draft_stops), len(draft))
+        return draft[:stop]
+
+    def _advance(self, job: Job, rows: list[int], draft: list[int]) -> None:
+        """Sample from the first row, then verify the draft row by row; emit what is accepted."""
+        accepted = 0
+        for k, row in enumerate(rows):
+            token = self._sample(job, row)
+            if token is None:
+                return
+            self.stats.sampled += 1
+            if not self._emit(job, token):
+                break
+            if k < len(draft) and token == draft[k]:
+                accepted += 1
+                self.stats.accepted += 1
+                self.held[job.seq].append(token)
+                continue
+            job.pending = [token]
+            break
+        if accepted < len(draft):
+            self.ctx.keep(job.seq, len(self.held[job.seq]))  # drop the rejected draft's cells
+            job.run_missed = True
+        if job.pending and self.options.jump_forward and job.forcing is not None:
+            room = min(job.params.max_tokens - job.produced, self._jump_cap)
+            forced = self._forced(job, room)
+            self.stats.forced += len(forced)
+            for token in forced:
+                if not self._emit(job, token, stored=True):
+                    return
+                job.pending.append(token)
+
+    def _sample(self, job: Job, row: int) -> int | None:
+        assert job.sampler is not None
+        logits = self.ctx.logits(row)
+        ids = job.ids[: job.n]
+        if job.processor is not None:
+            try:
+                logits = job.processor(ids, logits)
+            except Exception as exc:
+                self._fail_job(job, EngineError(f"the logits processor failed: {exc!r}"))
+                return None
+        job.sampler.penalize(logits, ids[len(job.prompt) :])
+        return job.sampler.pick(logits)
+
+    def _emit(self, job: Job, token: int, *, stored: bool = False) -> bool:
+        """Hand ``token`` to the consumer; False when the job has ended with it."""
+        if not stored:
+            job.ids[job.n] = token
+        job.n += 1
+        job.produced += 1
+        job.out.put(token)
+        if token in self.eos or job.produced >= job.params.max_tokens:
+            job.out.put(END)
+            job.closed = True
+            job.pending = []
+            return False
+        return True
+
+    def _fail_job(self, job: Job, error: EngineError) -> None:
+        job.out.put(error)
+        job.closed = True
+        job.pending = []
+
+    def _fail_step(self, exc: Exception) -> None:
+        """A step that failed (a decode llama.cpp refused, a cache operation): the jobs it touched end
+        with the error and their cells are dropped; the batch is emptied; every other job goes on."""
+        error = exc if isinstance(exc, EngineError) else EngineError(f"the batched decode failed: {exc!r}")
+        self.ctx.clear()
+        for job in self._touched:
+            if not job.closed:
+                self._fail_job(job, error)
+            self.held[job.seq] = []
+            try:
+                self.ctx.keep(job.seq, 0)
+            except EngineError:
+                log.error("batch_sequence_not_cleared", seq=job.seq)
