@@ -374,3 +374,19 @@ def test_pending_tokens_that_exactly_fill_the_batch_are_decoded(rig: Rig) -> Non
         assert drain(j, timeout=1.0).tokens == [4, 5, *range(10, 48)]
     finally:
         runner.release(j)
+
+
+def test_a_full_sequence_ends_its_reply_and_spares_its_neighbours(rig: Rig) -> None:
+    """32 cells per sequence: a prompt that fills them is refused, a reply that reaches them ends there
+    (drafts included), and the other sequence's job is untouched either way."""
+    runner, _ = rig(ScriptedContext(n_seq=2, n_ctx=64))
+    too_long, neighbour = job(0, list(range(1, 33)), 5), job(1, [10, 11], 5)
+    submit_all(runner, too_long, neighbour)
+    assert isinstance(drain(too_long).error, EngineError)
+    assert tokens(neighbour) == [12, 13, 14, 15, 16]
+    runner.submit(long_reply := job(0, [1, 2, 3], 100))
+    assert tokens(long_reply) == list(range(4, 33))  # 3 prompt + 29 replies = 32 cells
+    drafting, _ = rig(ScriptedContext(n_seq=2, n_ctx=48))
+    drafting.submit(copy := job(0, REPEATING, 100, processor=Grammar(copying=True)))
+    assert tokens(copy) == list(range(2, 10))  # 16 prompt + 8 = 24 cells, drafts kept inside them
+    assert drafting.stats.drafted > 0

@@ -58,6 +58,7 @@ class BatchRunner:
         self.stats = BatchStats()
         # Forced tokens per sequence and step: every sequence's pending tokens must fit one batch.
         self._jump_cap = max(0, min(32, ctx.n_batch // n_seq - 1 - options.draft_tokens))
+        self._seq_cells = ctx.n_ctx // n_seq  # a sequence's own KV stream
         self._thread = threading.Thread(target=self._run, name="tether-batch", daemon=True)
         self._thread.start()
 
@@ -111,8 +112,9 @@ class BatchRunner:
         return False
 
     def _start(self, job: Job) -> None:
-        if not job.prompt:
-            self._fail_job(job, EngineError("an empty prompt: there is nothing to continue"))
+        if not job.prompt or len(job.prompt) >= self._seq_cells:
+            what = "an empty prompt" if not job.prompt else f"a prompt of {len(job.prompt)} tokens"
+            self._fail_job(job, EngineError(f"{what} leaves nothing to generate in {self._seq_cells} cells"))
             return
         size = len(job.prompt) + job.params.max_tokens + self.options.draft_tokens + 2
         job.ids = np.zeros(size, dtype=np.intc)
@@ -154,8 +156,9 @@ class BatchRunner:
             limit = min(self._jump_cap, job.params.max_tokens - 1)
             for token in self._forced(job, limit):
                 self.stats.forced += 1
-                self._emit(job, token, stored=True)
                 job.todo.append(token)
+                if not self._emit(job, token, stored=True):
+                    break
         return True
 
     def _forced(self, job: Job, limit: int) -> list[int]:
@@ -244,7 +247,8 @@ class BatchRunner:
             job.run_start = job.n - 1  # the token just sampled opened the run
         # Only an n-gram of the run itself says what is being copied: the tokens before it are the
         # grammar's (`": "`), which match the prompt's schemas and instructions everywhere.
-        limit = min(self.options.draft_tokens, room - 1, self.ctx.room - len(job.pending) - 1)
+        cells = self._seq_cells - job.n  # the draft's last token must still find a cell
+        limit = min(self.options.draft_tokens, room - 1, self.ctx.room - len(job.pending) - 1, cells)
         if job.run_missed or job.n - job.run_start < self.options.ngram or limit <= 0:
             return []
         draft = lookup_draft(job.ids[: job.n], ngram=self.options.ngram, max_draft=limit)
@@ -300,7 +304,8 @@ class BatchRunner:
         job.n += 1
         job.produced += 1
         job.out.put(token)
-        if token in self.eos or job.produced >= job.params.max_tokens:
+        # A full sequence ends the reply as its budget would (the proxy never lets it get that far).
+        if token in self.eos or job.produced >= job.params.max_tokens or job.n >= self._seq_cells:
             job.out.put(END)
             job.closed = True
             job.pending = []
