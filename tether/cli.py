@@ -58,7 +58,11 @@ def serve(
     ] = None,
     ctx: Annotated[int | None, typer.Option(help=f"Context window in tokens. {_default('ctx')}")] = None,
     slots: Annotated[
-        int | None, typer.Option(help=f"Concurrent generations (one model context each). {_default('slots')}")
+        int | None,
+        typer.Option(
+            help="Concurrent generations: sequences batched in one llama.cpp context (see --batching). "
+            f"{_default('slots')}"
+        ),
     ] = None,
     queue_limit: Annotated[
         int | None,

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tether.engine.batch import BatchedLlama
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.locate import bundled_model_path
 
@@ -25,3 +26,12 @@ def smollm() -> Iterator[LlamaCppEngine]:
     engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096, n_threads=threads)
     yield engine
     engine.close()
+
+
+@pytest.fixture(scope="session")
+def batched() -> Iterator[BatchedLlama]:
+    """The bundled model as 8 batched sequences of 2,048 tokens (one context; docs/batching.md)."""
+    engine = BatchedLlama(bundled_model_path(), n_seq=8, n_ctx=2048)
+    yield engine
+    for slot in engine.slots():
+        slot.close()

@@ -10,7 +10,7 @@ both the logit difference before it and the top-two gap at it), as in the MLX pa
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -42,12 +42,9 @@ Request = tuple[list[int], Mode | None]
 Trace = tuple[list[int], list[npt.NDArray[np.single]]]
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[BatchedLlama]:
-    engine = BatchedLlama(bundled_model_path(), n_seq=8, n_ctx=2048)
-    yield engine
-    for slot in engine.slots():
-        slot.close()
+@pytest.fixture
+def model(batched: BatchedLlama) -> BatchedLlama:
+    return batched
 
 
 def requests(engine: BatchedLlama) -> list[Request]:

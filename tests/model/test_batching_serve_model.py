@@ -15,7 +15,6 @@ from tests.support.socket_server import serving, wait_for
 from tether.config import ServerConfig
 from tether.engine.base import Done, SamplingParams, Token
 from tether.engine.batch import BatchedLlama
-from tether.engine.locate import bundled_model_path
 from tether.engine.scheduler import Scheduler
 from tether.proxy.app import create_app
 
@@ -24,17 +23,14 @@ STORY = [{"role": "user", "content": "Write a very long story about a lighthouse
 SYSTEM = "You are the release assistant of a small team. Answer briefly and precisely. " * 30
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[BatchedLlama]:
-    engine = BatchedLlama(bundled_model_path(), n_seq=4, n_ctx=2048)
-    yield engine
-    for slot in engine.slots():
-        slot.close()
+@pytest.fixture
+def model(batched: BatchedLlama) -> BatchedLlama:
+    return batched
 
 
 @pytest.fixture
 def base(model: BatchedLlama) -> Iterator[str]:
-    app = create_app(ServerConfig(slots=4, n_ctx=2048), Scheduler(model.slots()))
+    app = create_app(ServerConfig(slots=8, n_ctx=2048), Scheduler(model.slots()))
     with serving(app) as url:
         yield url
 
