@@ -3,56 +3,36 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import IO
 
-import httpx
+from tests.support.processes import stop, wait_healthy
+from tests.support.socket_server import free_port
 
 __all__ = ["free_port", "llama_cpp_server", "llama_server", "tether_backend_server", "tether_server"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def _process(cmd: list[str], health: str) -> Iterator[None]:
+    """Run ``cmd`` until the block exits, once ``health`` answers 200 (the tests' own helpers)."""
     # TETHER_BENCH_LOGS=DIR keeps each server's output (DIR/<port>.log), to see why one died.
     logs = os.environ.get("TETHER_BENCH_LOGS")
-    sink: Any = subprocess.DEVNULL
     if logs:
         os.makedirs(logs, exist_ok=True)
-        sink = open(os.path.join(logs, f"{health.split(':')[2].split('/')[0]}.log"), "wb")  # noqa: SIM115
-    proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=dict(os.environ))
+        log: IO[bytes] = open(os.path.join(logs, f"{health.split(':')[2].split('/')[0]}.log"), "w+b")  # noqa: SIM115
+    else:
+        log = tempfile.TemporaryFile()  # noqa: SIM115 - its end is shown if the server dies
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited early: {' '.join(cmd)}")
-            try:
-                if httpx.get(health, timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"server not healthy: {' '.join(cmd)}")
-            time.sleep(0.2)
+        wait_healthy(proc, health, name=" ".join(cmd[:3]), timeout=180, log=log)
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        if sink is not subprocess.DEVNULL:
-            sink.close()
+        stop(proc)
+        log.close()
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import uvicorn
@@ -26,7 +26,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(app: Any, *, lifespan: str = "off", **config: Any) -> Iterator[str]:
+def serving(app: Any, *, lifespan: Literal["auto", "on", "off"] = "off", **config: Any) -> Iterator[str]:
     """``http://127.0.0.1:PORT`` with ``app`` served by uvicorn until the block exits."""
     port = free_port()
     server = uvicorn.Server(

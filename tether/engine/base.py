@@ -44,13 +44,28 @@ LogitsProcessor = Callable[[npt.NDArray[np.intc], npt.NDArray[np.single]], npt.N
 
 
 def common_prefix_len(held: Iterable[int], prompt: Iterable[int]) -> int:
-    """How many leading ids ``held`` and ``prompt`` share (an engine's ``cached_prefix_len``)."""
-    n = 0
-    for a, b in zip(held, prompt, strict=False):
-        if a != b:
-            break
-        n += 1
+    """How many leading ids ``held`` and ``prompt`` share (an engine's ``cached_prefix_len``).
+
+    Runs per slot on every request (and per step for a batched request waiting on a shared prefix):
+    slices are compared in C, 256 ids at a time, and only the chunk that differs is walked."""
+    a, b = _ids(held), _ids(prompt)
+    n = min(len(a), len(b))
+    i = 0
+    while i < n:
+        j = min(i + 256, n)
+        if a[i:j] != b[i:j]:
+            while a[i] == b[i]:
+                i += 1
+            return i
+        i = j
     return n
+
+
+def _ids(seq: Iterable[int]) -> list[int]:
+    if isinstance(seq, list):
+        return seq
+    tolist = getattr(seq, "tolist", None)  # numpy arrays (llama-cpp-python's input ids)
+    return list(tolist()) if tolist is not None else list(seq)
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,10 @@ class ToolConstraint:
             return None
         if self.steering.decide and self.decision is None and self.masks.split(self.state) is not None:
             return None
-        # The steering rules only narrow the mask; one that empties it is left to the sampler.
+        if self.calls is None:  # no call-list rule that could take the one token away: it is forced
+            self.stats.masked_steps += 1
+            return int(mask.allowed[0])
+        # The call-list rules only narrow the mask; one that empties it is left to the sampler.
         row = self._shape(np.zeros(self.vocab.size, dtype=np.single))
         kept = np.flatnonzero(np.isfinite(row))
         return int(kept[0]) if kept.size == 1 else None

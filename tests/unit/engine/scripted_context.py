@@ -139,10 +139,14 @@ class ScriptedContext(BatchContext):
                 self._rows[row] = self._logits_after(held)
         self.batches.append(batch)
 
-    def logits(self, row: int) -> npt.NDArray[np.single]:
+    def logits(self, row: int, *, copy: bool = True) -> npt.NDArray[np.single]:
         if row not in self._rows:
             raise self._breach(f"logits read at row {row}, which the last decode did not compute")
-        return self._rows[row].copy()
+        if copy:
+            return self._rows[row].copy()
+        view = self._rows[row].view()
+        view.flags.writeable = False  # as llama.cpp's buffer must be: a write here is a runner bug
+        return view
 
     def keep(self, seq: int, n: int) -> None:
         if not 0 <= seq < self.n_seq:

@@ -90,13 +90,14 @@ class BatchContext:
             reason = "no room left in the KV cache" if rc == 1 else f"llama_decode returned {rc}"
             raise EngineError(f"the batched decode failed: {reason}")
 
-    def logits(self, row: int) -> npt.NDArray[np.single]:
-        """A copy of the logits at ``row`` of the last decode (processors edit it in place)."""
+    def logits(self, row: int, *, copy: bool = True) -> npt.NDArray[np.single]:
+        """The logits at ``row`` of the last decode: a copy (processors edit it in place), or with
+        ``copy=False`` a view of llama.cpp's buffer, valid until the next decode."""
         ptr = self._lib.llama_get_logits_ith(self._ctx, row)
         if not ptr:
             raise EngineError(f"no logits at batch row {row}")
         view = np.ctypeslib.as_array(ctypes.cast(ptr, ctypes.POINTER(ctypes.c_float)), shape=(self.n_vocab,))
-        return np.array(view, dtype=np.single)
+        return np.array(view, dtype=np.single) if copy else view
 
     def keep(self, seq: int, n: int) -> None:
         """Drop ``seq``'s cells from position ``n`` on (``n = 0``: all of them)."""

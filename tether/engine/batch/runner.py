@@ -286,7 +286,9 @@ class BatchRunner:
 
     def _sample(self, job: Job, row: int) -> int | None:
         assert job.sampler is not None
-        logits = self.ctx.logits(row)
+        # Only a processor or the repeat penalty writes to the row: plain sampling reads llama.cpp's own.
+        edits = job.processor is not None or job.params.repeat_penalty != 1.0
+        logits = self.ctx.logits(row, copy=edits)
         ids = job.ids[: job.n]
         if job.processor is not None:
             try:
