@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from tether.calls import ToolCall
 
-__all__ = ["Message", "Role", "Usage"]
+__all__ = ["FAILURE_PATTERN", "Message", "Role", "Usage", "reads_as_failure"]
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+
+# How a tool result that failed usually begins: what the workflow engine counts as a failure by
+# default, and how Anthropic's ``is_error`` results reach the core ("Error: ...").
+FAILURE_PATTERN = r"(?i)^\s*(error|exception|traceback|failed|permission denied)\b"
+
+
+def reads_as_failure(content: str, pattern: str = FAILURE_PATTERN) -> bool:
+    """Does a tool result's text read as a failure?"""
+    return re.search(pattern, content) is not None
 
 
 @dataclass(frozen=True)

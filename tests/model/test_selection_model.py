@@ -99,3 +99,81 @@ async def test_strict_never_returns_an_empty_reply(client: httpx.AsyncClient) ->
         r = await ask(client, text, [AREA], tether={"preset": "strict"})
         message = r["choices"][0]["message"]
         assert message.get("tool_calls") or (message["content"] or "").strip(), (text, r)
+
+
+INTEREST = tool(
+    "compound_interest",
+    "Compound interest on an investment.",
+    principal={"type": "number", "description": "The amount invested."},
+    rate={"type": "number", "description": "The annual interest rate."},
+    years={"type": "integer", "description": "How many years."},
+)
+DENSITY = tool(
+    "population_density",
+    "Population density of a country.",
+    population={"type": "integer", "description": "How many people live there."},
+    area={"type": "number", "description": "Land area in square kilometers."},
+)
+
+
+async def test_strict_reads_numbers_as_the_parameter_means_them(client: httpx.AsyncClient) -> None:
+    """ "$10,000" is 10000 (not the 10 before its comma), "5%" a fraction for a fractional rate and
+    "213 million" the scaled count."""
+    strict = {"preset": "strict"}
+    text = "Calculate the compound interest on $10,000 at an interest rate of 5% for 10 years."
+    (call,) = (await ask(client, text, [INTEREST], tether=strict))["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"principal": 10000, "rate": 0.05, "years": 10}
+    text = "What is the population density of Brazil with 213 million people on 8500000 square kilometers?"
+    (call,) = (await ask(client, text, [DENSITY], tether=strict))["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"])["population"] == 213000000
+
+
+def _two(name: str, description: str) -> dict[str, Any]:
+    return tool(name, description, num1={"type": "integer"}, num2={"type": "integer"})
+
+
+async def test_strict_names_the_tool_the_request_talks_about_where_names_share_a_beginning(
+    client: httpx.AsyncClient,
+) -> None:
+    gcd = _two("math_gcd", "Greatest common divisor of two numbers.")
+    lcm = _two("math_lcm", "Least common multiple of two numbers.")
+    for text, expected in (
+        ("Calculate the least common multiple of 18 and 12.", "math_lcm"),
+        ("Calculate the greatest common divisor of 18 and 12.", "math_gcd"),
+    ):
+        r = await ask(client, text, [gcd, lcm], tether={"preset": "strict"})
+        calls = r["choices"][0]["message"]["tool_calls"]
+        assert calls[0]["function"]["name"] == expected, (text, calls)
+
+
+async def test_strict_adds_the_option_the_request_names_and_abstains_from_an_unsaid_value(
+    client: httpx.AsyncClient,
+) -> None:
+    bird = tool(
+        "identify_bird",
+        "Identify a bird from its looks.",
+        color={"type": "string"},
+        habitat={"type": "string"},
+    )
+    bird["function"]["parameters"]["properties"]["size"] = {
+        "type": "string",
+        "enum": ["small", "medium", "large"],
+    }
+    # The model writes the required arguments and stops; "small" is what the user said.
+    r = await ask(client, "Identify a small green bird in forest.", [bird], tether={"preset": "strict"})
+    (call,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {
+        "color": "green",
+        "habitat": "forest",
+        "size": "small",
+    }
+    assert "args_filled" in kinds(r)
+    scorer = tool(
+        "top_scorer", "A team's top scorer in a season.", team={"type": "string"}, season={"type": "string"}
+    )
+    r = await ask(
+        client, "Who is the top scorer of Manchester United?", [scorer], tether={"preset": "strict"}
+    )
+    message = r["choices"][0]["message"]
+    # No season was given: no call is made (decided, or abstained from), and the reply says something.
+    assert not message.get("tool_calls") and (message["content"] or "").strip(), r

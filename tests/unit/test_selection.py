@@ -206,3 +206,65 @@ def test_a_switch_is_mentioned_when_its_telling_words_are() -> None:
     }
     assert mentioned_flags("The forecast for tomorrow, and include everything", [tool]) == {}
     assert mentioned_flags("tolls are fine", [tool]) == {}  # "avoid" is not said
+
+
+def test_optional_enum_values_the_request_names_are_found() -> None:
+    from tether.selection.relevance import mentioned_choices
+
+    params = {
+        "type": "object",
+        "properties": {
+            "location": {"type": "string"},
+            "department": {"type": "string", "enum": ["General Medicine", "Emergency", "Pediatrics"]},
+            "size": {"type": "string", "enum": ["small", "medium", "large"]},
+            "categories": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["Organic", "Fruits", "Vegetables"]},
+            },
+            "scope": {"type": "string", "enum": ["all", "some"]},  # "all" is too common to say anything
+            "unit": {"type": "string", "enum": ["km", "miles"]},  # required: the model's to write
+        },
+        "required": ["location", "unit"],
+    }
+    said = "Find a small hospital with a pediatrics department and vegetables and organic fruits, all in km"
+    assert mentioned_choices(said, params) == {
+        "department": "Pediatrics",
+        "size": "small",
+        "categories": ["Vegetables", "Organic", "Fruits"],  # in the order said
+    }
+    # Two sizes named: no single value to take; a general medicine ward names the two-word value.
+    assert mentioned_choices("small or large, general medicine", params) == {"department": "General Medicine"}
+    assert mentioned_choices("a hospital nearby", params) == {}
+
+
+def test_strings_are_found_from_a_word_start_by_stems_and_as_dates() -> None:
+    from tether.selection.grounded import Grounding
+
+    said = Grounding.of("Schedule the team lunch on March 14th, 2025 for the pandas case; also 10/05/2024")
+    assert said.has_string("Team Lunch") and said.has_string("panda")  # case, stems
+    assert said.has_string("lunch on Mar")  # a prefix of the text from a word start
+    assert not said.has_string("CA") and not said.has_string("unch")  # inside a word
+    assert said.has_string("2025-03-14") and said.has_string("14 March 2025")  # one date, other writings
+    assert said.has_string("2024-10-05") and said.has_string("2024-05-10")  # 10/05: either reading
+    assert not said.has_string("2025-03-15")
+
+
+def test_a_required_value_nobody_said_is_reported() -> None:
+    from tether.selection.grounded import Grounding, check_call
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "season": {"type": "string"},
+            "limit": {"type": "integer"},
+            "unit": {"type": "string", "enum": ["c", "f"]},
+        },
+        "required": ["city", "season", "unit"],
+    }
+    said = Grounding.of("The top scorer of Manchester United")
+    found = check_call(
+        {"city": "Manchester United", "season": "2020-2021", "limit": 5, "unit": "c"}, schema, said
+    )
+    assert (found.found, found.total, found.unsaid) == (1, 3, ("season",))  # limit is optional; unit an enum
+    assert check_call({"city": "Manchester", "unit": "f"}, schema, said).unsaid == ()

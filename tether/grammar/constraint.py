@@ -204,16 +204,21 @@ class ToolConstraint:
         return out
 
     def _name_bias_at(self, state: State) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.single]] | None:
-        """Where a name starts: each allowed token gets the best prior of the names it can begin."""
+        """In a name slot: each allowed token gets the best prior of the names it can go on to. Names that
+        share a beginning (``math_gcd``, ``math_lcm``) get the same bias up to where they part, so the
+        prior decides at the fork, not only at the first token."""
         if state in self._name_bias:
             return self._name_bias[state]
         found = None
         slot = self.automaton.name_slot(state)
-        if slot is not None and slot[1] == b"":
-            prior = {n.encode(): v for n, v in self.steering.name_prior.items()}
+        if slot is not None:
+            so_far = slot[1]
+            prior = {
+                n.encode(): v for n, v in self.steering.name_prior.items() if n.encode().startswith(so_far)
+            }
             ids, values = [], []
             for tid in self.masks.allowed(state).tolist():
-                piece = self.vocab.pieces[tid]
+                piece = so_far + self.vocab.pieces[tid]
                 fits = [v for n, v in prior.items() if n.startswith(piece) or piece.startswith(n)]
                 if fits:
                     ids.append(tid)

@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.spans import SpanIndex, SpanLedger
+from tether.grammar.spans import SpanIndex, SpanLedger, readings_for
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["ArgsTracker", "GroundingProcessor", "composed", "extractive_kind"]
@@ -206,10 +206,13 @@ class GroundingProcessor:
     ) -> None:
         self.vocab = vocab
         self.index = SpanIndex(source.encode("utf-8"), vocab)
-        self.kinds = {
-            t.name: {k: extractive_kind(v, k) for k, v in (t.parameters.get("properties") or {}).items()}
-            for t in tools
+        self.schemas: dict[str, Mapping[str, Any]] = {
+            t.name: dict(t.parameters.get("properties") or {}) for t in tools
         }
+        self.kinds = {
+            name: {k: extractive_kind(v, k) for k, v in props.items()} for name, props in self.schemas.items()
+        }
+        self._readings: dict[tuple[str, str], list[tuple[int, int, bytes]]] = {}
         self.tracker = ArgsTracker(opener, frozenset(self.kinds))
         self.ledger = SpanLedger(listed)
         self.flags = flags or {}  # per tool, the boolean parameters the conversation mentions
@@ -233,7 +236,27 @@ class GroundingProcessor:
             finite = boost[np.isfinite(logits[boost])]
             logits[finite] += self.bias
             self.boosted += 1
+        if self._cut_short():
+            logits[self._number_ends()] -= self.bias
         return logits
+
+    def _cut_short(self) -> bool:
+        """Is the number being written the digits of a reading this parameter does not take, with the
+        reading it does take still ahead ("213" of "213 million")? Ending it there costs ``bias``."""
+        tr = self.tracker
+        key = tr.value_key()
+        if tr.number is None or key is None or self._kind() != "number":
+            return False
+        so_far, call = bytes(tr.number), tr.calls - 1
+        suited = self._suited(key)
+        if so_far in {n for _, _, n in suited}:
+            return False
+        heads = [(a, b) for a, b, n in self.index.number_spans if n == so_far]
+        return any(
+            a <= x and y <= b and n.startswith(so_far) and self.ledger.free(a, b, call, key)
+            for a, b, n in suited
+            for x, y in heads
+        )
 
     def _take_written(self) -> None:
         """Values finished since the last step take their spans in the ledger."""
@@ -317,9 +340,28 @@ class GroundingProcessor:
             )
         return self._ends
 
+    def _suited(self, key: str) -> list[tuple[int, int, bytes]]:
+        """The conversation's numbers as this parameter reads them (:func:`readings_for`)."""
+        tool = self.tracker.tool or ""
+        found = self._readings.get((tool, key))
+        if found is None:
+            schema = self.schemas.get(tool, {}).get(key)
+            schema = schema if isinstance(schema, Mapping) else {}
+            if "array" in schema_types(schema) and isinstance(schema.get("items"), Mapping):
+                schema = schema["items"]
+            types = schema_types(schema)
+            said = f"{key} {schema.get('description', '')}"
+            integer = "integer" in types and "number" not in types
+            found = readings_for(self.index.text, self.index.number_spans, integer=integer, description=said)
+            self._readings[(tool, key)] = found
+        return found
+
     def _numbers(self, so_far: bytes, call: int, key: str) -> npt.NDArray[np.int32] | None:
         """Tokens that continue ``so_far`` toward a free number of the conversation, or end it there."""
-        free = {n for a, b, n in self.index.number_spans if self.ledger.free(a, b, call, key)}
+        spans = [(a, b, n) for a, b, n in self._suited(key) if self.ledger.free(a, b, call, key)]
+        free = {n for _, _, n in spans}
+        # "$10,000" copied digit by digit reaches "10" then a comma, which JSON reads as the end.
+        grouped = any(self.index.text[a:b].startswith(so_far + b",") for a, b, _ in spans)
         ids: set[int] = set()
         for number in free:
             if number.startswith(so_far) and len(number) > len(so_far):
@@ -327,6 +369,13 @@ class GroundingProcessor:
                 for k in range(1, len(rest) + 1):
                     ids.update(self.vocab.ids_for(rest[:k]))
         out = np.asarray(sorted(ids), dtype=np.int32)
-        if so_far and so_far in free:
+        # A number the model chose is ended where the conversation ends it, in any reading it has,
+        # except the digits of a scaled one (_cut_short) and the head of a grouped one.
+        if (
+            so_far
+            and (so_far in free or so_far in self.index.numbers)
+            and not grouped
+            and not self._cut_short()
+        ):
             out = np.union1d(out, self._number_ends())
         return out if out.size else None

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["SpanIndex", "SpanLedger", "Use", "number_spans"]
+__all__ = ["SpanIndex", "SpanLedger", "Use", "number_spans", "readings_for"]
 
 _MAX_TOKEN = 16  # bytes of a token looked up at each text position
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
@@ -82,6 +82,35 @@ def _derived(text: bytes) -> Iterator[tuple[int, int, bytes]]:
     for m in _NUMBER_WORD.finditer(text):
         word = m.group(1).lower()
         yield m.start(), m.end(), str(12 if word == b"dozen" else _WORDS[word]).encode()
+
+
+def readings_for(
+    text: bytes, spans: Sequence[tuple[int, int, bytes]], *, integer: bool, description: str
+) -> list[tuple[int, int, bytes]]:
+    """The readings of the conversation's numbers ``spans`` that suit one parameter.
+
+    A number written with a scale word means the scaled value: "213 million" is 213000000, not 213,
+    unless the parameter says it counts in that unit ("in millions"). A percentage is a fraction
+    for a fractional parameter ("5%" is 0.05) unless the parameter says it is in percent, and the
+    digits for an integer one (5). Other readings all suit.
+    """
+    said = description.lower()
+    decimal = not integer and ("decimal" in said or "percent" not in said)
+    out: list[tuple[int, int, bytes]] = []
+    scaled = [(m.start(), m.end(), m.group(2).lower()) for m in _SCALED.finditer(text)]
+    percent = [(m.start(), m.end()) for m in _PERCENT.finditer(text)]
+    for a, b, n in spans:
+        keep = True
+        for s, e, word in scaled:
+            if s <= a and b <= e:
+                counts_in_unit = word.decode() in said
+                keep = counts_in_unit if (a, b) != (s, e) else not counts_in_unit
+        for s, e in percent:
+            if s <= a and b <= e:
+                keep = decimal if (a, b) == (s, e) else not decimal
+        if keep:
+            out.append((a, b, n))
+    return out
 
 
 class SpanIndex:

@@ -11,7 +11,9 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
   ``content``) was kept, or refused as text under a preset without rescue;
 * ``name_resolved`` / ``name_unresolved`` / ``repick``: layers 1 and 2 of name resolution;
 * ``args_coerced`` / ``args_defaulted`` / ``args_repaired`` / ``args_invalid``: argument checks;
+* ``args_filled``: optional enum values the request names, added to the lone call of a fresh ask;
 * ``duplicate_dropped``: a call identical to an earlier call in the same reply;
+* ``call_repeated``: a call identical to one of the previous turn whose result came back (``strict``);
 * ``call_abstained``: a call whose values the conversation lacks was not made (``strict``,
   ``tool_choice: auto``, a fresh ask): a wrong guess is worse than no guess;
 * ``answer_redecided``: every call was dropped and nothing was said, so the model answered in text;
@@ -45,9 +47,11 @@ KINDS: frozenset[str] = frozenset(
         "repick",
         "args_coerced",
         "args_defaulted",
+        "args_filled",
         "args_repaired",
         "args_invalid",
         "duplicate_dropped",
+        "call_repeated",
         "repetition_stopped",
         "call_abstained",
         "answer_redecided",

@@ -9,9 +9,16 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
 3. **arguments** — Draft 2020-12 validation with lossless recorded coercions
    (:mod:`tether.coercion`), then a schema-constrained repair;
 4. **grounding** — with ``tool_choice: auto`` on a fresh user ask, a call whose values the conversation does not
-   contain is abstained from (:mod:`tether.selection.grounded`): a wrong guess is worse
-   than no guess, and the reply becomes a text answer;
-5. **duplicates** — an identical call later in the same reply is dropped.
+   contain (most of them, or with ``abstain_unsaid`` any required one) is abstained from
+   (:mod:`tether.selection.grounded`): a wrong guess is worse than no guess, and the reply
+   becomes a text answer;
+5. **duplicates** — an identical call later in the same reply is dropped, and (``end_loops``) so is
+   a call identical to one of the previous turn's whose result came back without failing: the
+   result is already in the conversation, and a small model otherwise loops on it until its turns
+   run out (a changed world in between, such as a read after an edit, is another turn);
+6. **mentioned options** — the lone call of a reply to a fresh user ask gets the optional ``enum``
+   arguments the request names word for word and the model left out ("with pediatrics
+   department" → ``department: "Pediatrics"``; :func:`tether.selection.relevance.mentioned_choices`).
 
 The pipeline is written once, without I/O: :func:`guard_steps` is a generator that
 *yields* a :class:`PickName` or :class:`FixArguments` request whenever it needs the model
@@ -29,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from tether.calls import ToolCall
-from tether.chat import Message, Usage
+from tether.chat import Message, Usage, reads_as_failure
 from tether.errors import QueueFullError, QueueTimeoutError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.arguments import ArgumentChecker, FieldError
@@ -37,7 +44,8 @@ from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.names import resolve_name
 from tether.guardrails.policy import invalid_arguments_text
 from tether.guardrails.presets import GuardConfig
-from tether.selection.grounded import Grounding, conversation_text, grounded_share
+from tether.selection.grounded import Grounding, check_call, conversation_text
+from tether.selection.relevance import mentioned_choices
 
 __all__ = [
     "CallStatus",
@@ -132,6 +140,21 @@ def _key(call: ToolCall) -> str:
 Steps = Generator[Request, Regenerated | None, GuardResult]
 
 
+def _answered_last_turn(history: Sequence[Message]) -> frozenset[str]:
+    """The calls of the conversation's last assistant turn (by :func:`_key`) whose results end the
+    conversation and do not read as failures (a failed call may be retried)."""
+    results: dict[str, str] = {}
+    k = len(history)
+    while k > 0 and history[k - 1].role == "tool":
+        k -= 1
+        results[history[k].tool_call_id or ""] = history[k].content
+    if not results or k == 0 or history[k - 1].role != "assistant":
+        return frozenset()
+    return frozenset(
+        _key(c) for c in history[k - 1].tool_calls if c.id in results and not reads_as_failure(results[c.id])
+    )
+
+
 def guard_steps(
     calls: Sequence[ToolCall],
     tools: Sequence[ToolSpec],
@@ -156,6 +179,8 @@ def guard_steps(
     usage = Usage()
     seen: dict[str, int] = {}
     spoken: Grounding | None = None  # the conversation, prepared on first use
+    lone = len({_key(c) for c in calls}) == 1  # one call, however often the model repeated it
+    answered = _answered_last_turn(history) if config.end_loops else frozenset()
     for call in calls:
         parse_repairs = [r for r in call.repairs if r not in DECODE_REPAIRS]
         if parse_repairs and not config.rescue:
@@ -231,21 +256,38 @@ def guard_steps(
                 nudge = invalid_arguments_text(name, errors, schema=dict(by_name[name].parameters))
                 notes.append(Intervention("args_invalid", nudge, name, dict(call.arguments), None))
                 verdict = CallVerdict("invalid", written, errors)
-        if config.abstain_below > 0 and may_answer:
+        if (config.abstain_below > 0 or config.abstain_unsaid) and may_answer:
             spoken = spoken or Grounding.of(conversation_text(history))
-            share = grounded_share(call.arguments, by_name[name].parameters, spoken)
-            if share is not None and share < config.abstain_below:
-                detail = f"{share:.0%} of its values occur in the conversation"
+            said = check_call(call.arguments, by_name[name].parameters, spoken)
+            detail = ""
+            if said.share is not None and said.share < config.abstain_below:
+                detail = f"{said.share:.0%} of its values occur in the conversation"
+            elif config.abstain_unsaid and said.unsaid:
+                detail = f"the conversation does not say its {', '.join(said.unsaid)}"
+            if detail:
                 notes.append(Intervention("call_abstained", detail, name, dict(call.arguments), None))
                 continue
         if config.dedupe:
             key = _key(call)
+            if key in answered:
+                notes.append(
+                    Intervention("call_repeated", "the previous turn made this call and has its result", name)
+                )
+                continue
             if key in seen:
                 notes.append(
                     Intervention("duplicate_dropped", f"call {len(checked)} repeats call {seen[key]}", name)
                 )
                 continue
             seen[key] = len(checked)
+        if config.fill_mentioned and lone and history and history[-1].role == "user":
+            named = mentioned_choices(history[-1].content or "", by_name[name].parameters)
+            added = {k: v for k, v in named.items() if k not in call.arguments}
+            if added:
+                filled = {**call.arguments, **added}
+                detail = "the request names " + ", ".join(f"{k}={v!r}" for k, v in added.items())
+                notes.append(Intervention("args_filled", detail, name, dict(call.arguments), filled))
+                call = call.with_repairs("args_filled", arguments=filled)
         checked.append((call, verdict))
     return GuardResult(tuple(checked), tuple(t for t in refused if t), tuple(notes), usage)
 

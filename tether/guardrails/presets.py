@@ -30,6 +30,8 @@ class GuardConfig:
     validate: bool = True
     repair: bool = True
     dedupe: bool = True  # drop a call identical (name and arguments) to an earlier one in the same reply
+    # ... and one identical to a call of the previous turn whose result came back without failing.
+    end_loops: bool = False
     coerce: bool = True  # lossless, recorded coercions while validating (tether.coercion)
     fill_defaults: bool = False  # fill missing properties from schema defaults (recorded)
     decide: bool = False  # layer 0: the call-or-answer decision with the tools' relevance as a prior
@@ -40,6 +42,10 @@ class GuardConfig:
     # With tool_choice auto, a call whose extractive values the conversation mostly lacks is not
     # made (the reply becomes a text answer): the least share of them it must contain (0: off).
     abstain_below: float = 0.0
+    # ... and one with a required extractive value the conversation does not say.
+    abstain_unsaid: bool = False
+    # The lone call of a reply to a fresh ask gets the optional enum values the request names.
+    fill_mentioned: bool = False
     # When every call is dropped and the reply said nothing, the model is asked for a text answer.
     redecide: bool = True
 
@@ -58,7 +64,15 @@ PRESETS: dict[str, GuardConfig] = {
     # after a tool result the prior is off and nothing is abstained from, and composed values (a
     # command, a file's content) are neither grounded nor counted against a call.
     "strict": GuardConfig(
-        "strict", decide=True, steer_names=True, ground=True, cap_calls=True, abstain_below=0.5
+        "strict",
+        decide=True,
+        steer_names=True,
+        ground=True,
+        cap_calls=True,
+        abstain_below=0.5,
+        abstain_unsaid=True,
+        fill_mentioned=True,
+        end_loops=True,
     ),
 }
 

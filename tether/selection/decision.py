@@ -15,8 +15,9 @@ they are data here, not rules about any benchmark's wording. When the conversati
 message is a tool result (an agent loop), the request's words say little about whether
 the task is done, so the prior is scaled down by ``in_loop_scale``.
 
-The name prior adds ``name_weight`` times each tool's relevance to the first token of its
-name, so the tool the request talks about is preferred among the offered ones. With the
+The name prior adds ``tool_prior_weight`` times each tool's relevance to the tokens of its
+name (less, ``in_loop_tool_prior_weight``, after a tool result), so the tool the request
+talks about is preferred among the offered ones. With the
 decision on, the call list also ends at its first exact repeat and after as many calls as
 the request enumerates (:mod:`tether.selection.enumeration`), and, when no offered tool can
 take that many values in one call, ending it before that costs ``short_list_bias``.
@@ -47,7 +48,9 @@ class DecisionModel:
     name_weight: float = 2.07
     offset: float = -1.89
     in_loop_scale: float = 0.0
-    tool_prior_weight: float = 2.0
+    tool_prior_weight: float = 8.0
+    # After a tool result the request's words say less about which tool comes next.
+    in_loop_tool_prior_weight: float = 2.0
     short_list_bias: float = 3.0  # what ending a call list before one call per enumerated item costs
 
     def prior(self, best: ToolRelevance, *, in_loop: bool) -> float:
@@ -81,9 +84,8 @@ def steering_for(
     in_loop = bool(messages) and messages[-1].role == "tool"
     best = max(ranked, key=lambda r: r.score)
     prior = model.prior(best, in_loop=in_loop) if decide else 0.0
-    name_prior = (
-        {r.tool: model.tool_prior_weight * r.score for r in ranked} if names and len(tools) > 1 else {}
-    )
+    weight = model.in_loop_tool_prior_weight if in_loop else model.tool_prior_weight
+    name_prior = {r.tool: weight * r.score for r in ranked} if names and len(tools) > 1 else {}
     max_calls = enumerated_items(request_text(messages)) if cap and not in_loop else None
     # Items one call can hold ("a triangle with sides 3, 4 and 5") do not ask for more calls.
     several = max_calls is not None and max_calls > 1 and not any(_holds(t, max_calls) for t in tools)

@@ -24,7 +24,15 @@ from wordfreq import zipf_frequency
 
 from tether.grammar.formats.base import ToolSpec
 
-__all__ = ["ToolRelevance", "content_words", "mentioned_flags", "rank_tools", "stem", "weight"]
+__all__ = [
+    "ToolRelevance",
+    "content_words",
+    "mentioned_choices",
+    "mentioned_flags",
+    "rank_tools",
+    "stem",
+    "weight",
+]
 
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _CAMEL = re.compile(
@@ -161,4 +169,42 @@ def mentioned_flags(text: str, tools: Sequence[ToolSpec]) -> dict[str, frozenset
                 found.add(key)
         if found:
             out[tool.name] = frozenset(found)
+    return out
+
+
+def _said_at(words: Sequence[str], value: str) -> int | None:
+    """Where the stemmed ``words`` of a text say ``value`` word for word (None: nowhere, or a value
+    as common as "all" that says nothing)."""
+    parts = content_words(value)
+    if not parts or (len(parts) == 1 and weight(parts[0]) < _MIN_WEIGHT):
+        return None
+    wanted = [stem(w) for w in parts]
+    for i in range(len(words) - len(wanted) + 1):
+        if words[i : i + len(wanted)] == wanted:
+            return i
+    return None
+
+
+def mentioned_choices(text: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The optional ``enum`` parameters whose values ``text`` names word for word: "a small green
+    bird" names ``size: "small"``, "organic fruits and vegetables" names ``categories: ["Organic",
+    "Fruits", "Vegetables"]`` (an array of enums, in the order said). A single-valued parameter
+    counts only when exactly one of its values is named."""
+    words = [stem(w) for w in content_words(text)]
+    props: Mapping[str, Any] = parameters.get("properties") or {}
+    required = set(parameters.get("required") or ())
+    out: dict[str, Any] = {}
+    for key, spec in props.items():
+        if key in required or not isinstance(spec, Mapping):
+            continue
+        items = spec.get("items")
+        many = spec.get("type") == "array" and isinstance(items, Mapping)
+        enum = (items or {}).get("enum") if many else spec.get("enum")
+        if not isinstance(enum, list):
+            continue
+        hits = sorted((at, v) for v in enum if isinstance(v, str) and (at := _said_at(words, v)) is not None)
+        if many and hits:
+            out[key] = [v for _, v in hits]
+        elif len(hits) == 1:
+            out[key] = hits[0][1]
     return out

@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 from pydantic import BaseModel
 
+from tether.chat import FAILURE_PATTERN
 from tether.errors import ConfigError
 from tether.grammar.formats.base import ToolSpec
 
@@ -129,7 +130,7 @@ class Workflow:
     task: str = ""
     description: str = ""
     ordered: bool = False
-    error_pattern: str = r"(?i)^\s*(error|exception|traceback|failed|permission denied)\b"
+    error_pattern: str = FAILURE_PATTERN
 
     def __post_init__(self) -> None:
         if not self.name:

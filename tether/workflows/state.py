@@ -10,12 +10,12 @@ with three escalating tiers. The runner and the proxy sessions share all of it.
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tether.chat import reads_as_failure
 from tether.workflows.spec import Prerequisite, Step, Workflow
 
 __all__ = ["Violation", "ViolationKind", "WorkflowState", "args_label", "violation_text"]
@@ -246,7 +246,7 @@ class WorkflowState:
 
     def is_error_text(self, content: str) -> bool:
         """Does a tool message's text read as a failure (``Workflow.error_pattern``)?"""
-        return re.search(self.workflow.error_pattern, content) is not None
+        return reads_as_failure(content, self.workflow.error_pattern)
 
 
 def _step_matches(step: Step, tool: str, args: Mapping[str, Any]) -> bool:

@@ -3,6 +3,8 @@ on a synthetic byte vocabulary: the mechanisms, deterministically; the real mode
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from tether.grammar.constraint import ToolConstraint
@@ -96,13 +98,24 @@ def test_apply_decision_keeps_one_branch() -> None:
     assert d.called and np.isfinite(out[:2]).all() and not np.isfinite(out[2:]).any()
 
 
-def test_name_prior_lifts_the_relevant_name_where_the_name_starts() -> None:
-    c = constraint(Steering(name_prior={"get_time": 5.0, "get_weather": 0.0}))
+def _walk(c: ToolConstraint, ids: list[int], start: int = 1) -> np.ndarray:
+    """Step ``c`` through every prefix of ``ids`` from ``start`` on; the last step's logits."""
+    out = np.zeros(len(PIECES), dtype=np.single)
+    for k in range(start, len(ids) + 1):
+        out = step(c, ids[:k], np.zeros(len(PIECES), dtype=np.single))
+    return out
+
+
+def test_name_prior_lifts_the_relevant_name_and_decides_where_names_part() -> None:
     prefix = [tid(b'{"'), tid(b"tool"), tid(b'_calls": ['), tid(b'{"name": "')]
-    for k in range(1, len(prefix)):
-        step(c, prefix[:k], np.zeros(len(PIECES), dtype=np.single))
-    out = step(c, prefix, np.zeros(len(PIECES), dtype=np.single))
+    out = _walk(constraint(Steering(name_prior={"get_time": 5.0, "get_weather": 0.0})), prefix)
     assert out[tid(b"get_time")] == 5.0 and out[tid(b"get_weather")] == 0.0
+    c = constraint(Steering(name_prior={"get_time": 5.0, "get_weather": 1.0}))
+    out = _walk(c, prefix)
+    assert out[ord("g")] == 5.0  # "g" begins both names: the better prior, the same for either path
+    ids = [*prefix, *b"get_"]
+    out = _walk(c, ids, len(prefix) + 1)
+    assert out[ord("t")] == 5.0 and out[ord("w")] == 1.0  # where they part, each name's own prior
 
 
 def test_call_list_ends_at_the_first_repeat_and_at_the_cap() -> None:
@@ -221,7 +234,13 @@ def _grounding_step(g: GroundingProcessor, text: bytes) -> np.ndarray:
 LOAN = ToolSpec(
     "loan",
     "a loan",
-    {"type": "object", "properties": {"amount": {"type": "number"}, "rate": {"type": "number"}}},
+    {
+        "type": "object",
+        "properties": {
+            "amount": {"type": "number"},
+            "rate": {"type": "number", "description": "in percent per year"},
+        },
+    },
 )
 
 
@@ -282,6 +301,54 @@ def test_grouped_and_scaled_numbers_are_grounded_whole() -> None:
     g = GroundingProcessor(VOCAB, "A house for $200,000 in a town of 2 million", [LOAN], prompt_len=0)
     out = _grounding_step(g, b'{"tool_calls": [{"name": "loan", "arguments": {"amount": 2000000')
     assert out[ord(",")] == 4.0 and out[ord("}")] == 4.0
+
+
+def _saving(rate: Mapping[str, object]) -> ToolSpec:
+    return ToolSpec(
+        "save", "a saving", {"type": "object", "properties": {"amount": {"type": "number"}, "rate": rate}}
+    )
+
+
+def test_the_head_of_a_grouped_number_is_not_ended_at_its_comma() -> None:
+    source = "Invest $10,000 for 10 years"
+    g = GroundingProcessor(VOCAB, source, [LOAN], prompt_len=0)
+    out = _grounding_step(g, b'{"tool_calls": [{"name": "loan", "arguments": {"amount": 10')
+    assert out[ord("0")] == 4.0 and out[ord(",")] == 0.0  # on to 10000, though "10 years" is a 10
+    g = GroundingProcessor(VOCAB, source, [LOAN], prompt_len=0)
+    out = _grounding_step(g, b'{"tool_calls": [{"name": "loan", "arguments": {"amount": 10000, "rate": 10')
+    assert out[ord(",")] == 4.0  # 10,000 is taken: the 10 of "10 years" ends here
+
+
+def test_a_percentage_is_a_fraction_unless_the_parameter_counts_in_percent() -> None:
+    head = b'{"tool_calls": [{"name": "save", "arguments": {"rate": '
+    for rate, fraction in (
+        ({"type": "number"}, True),
+        ({"type": "number", "description": "Enter as a decimal, e.g. 5% is 0.05"}, True),
+        ({"type": "number", "description": "The rate as a percentage"}, False),
+        ({"type": "integer"}, False),
+    ):
+        g = GroundingProcessor(VOCAB, "Save 300 at 7% for 3 years", [_saving(rate)], prompt_len=0)
+        out = _grounding_step(g, head)
+        assert (out[ord("0")] == 4.0, out[ord("7")] == 4.0) == (fraction, not fraction), rate
+        assert out[ord("3")] == 4.0  # other numbers are untouched
+
+
+def test_a_scaled_number_means_the_scaled_value_unless_the_parameter_counts_in_that_unit() -> None:
+    head = b'{"tool_calls": [{"name": "save", "arguments": {"amount": 213'
+    g = GroundingProcessor(VOCAB, "A town of 213 million people", [_saving({"type": "number"})], prompt_len=0)
+    out = _grounding_step(g, head)
+    assert out[ord("0")] == 4.0 and out[ord(",")] == -4.0  # on to 213000000: ending at 213 costs
+    g = GroundingProcessor(VOCAB, "Save 5000 at 5% a year", [_saving({"type": "number"})], prompt_len=0)
+    out = _grounding_step(g, b'{"tool_calls": [{"name": "save", "arguments": {"rate": 5')
+    assert out[ord(",")] == 4.0  # not this rate's reading of "5%", but the model chose it: not pushed to 5000
+    tool = ToolSpec(
+        "save",
+        "",
+        {"type": "object", "properties": {"amount": {"type": "number", "description": "in millions"}}},
+    )
+    g = GroundingProcessor(VOCAB, "A town of 213 million people", [tool], prompt_len=0)
+    out = _grounding_step(g, head)
+    assert out[ord(",")] == 4.0 and out[ord("0")] == 0.0
 
 
 def test_a_mentioned_switch_prefers_true() -> None:

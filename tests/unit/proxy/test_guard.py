@@ -164,6 +164,121 @@ async def test_a_call_whose_values_nobody_said_is_abstained_and_answered_in_text
     assert len(r["choices"][0]["message"]["tool_calls"]) == 1
 
 
+async def test_a_call_missing_a_required_value_nobody_said_is_abstained(scripted) -> None:
+    """Half the values said passes the share rule, but a required value the user never gave is a
+    guess: under ``strict`` the model answers (or asks) instead."""
+    team = {
+        "type": "function",
+        "function": {
+            "name": "top_scorer",
+            "description": "A team's top scorer in a season",
+            "parameters": {
+                "type": "object",
+                "properties": {"team": {"type": "string"}, "season": {"type": "string"}},
+                "required": ["team", "season"],
+            },
+        },
+    }
+    ask = {"messages": [{"role": "user", "content": "Who is the top scorer of Manchester United?"}]}
+    guess = call("top_scorer", {"team": "Manchester United", "season": "2020-2021"})
+    client, _ = scripted([guess, "Which season do you mean?"])
+    r = (
+        await client.post("/v1/chat/completions", json={**body(preset="strict"), **ask, "tools": [team]})
+    ).json()
+    assert r["choices"][0]["message"]["content"] == "Which season do you mean?"
+    assert kinds(r) == ["call_abstained", "answer_redecided"]
+    assert r["tether"]["interventions"][0]["detail"] == "the conversation does not say its season"
+    said = {"messages": [{"role": "user", "content": "Manchester United's top scorer in 2020-2021?"}]}
+    client, _ = scripted([guess])
+    r = (
+        await client.post("/v1/chat/completions", json={**body(preset="strict"), **said, "tools": [team]})
+    ).json()
+    assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and kinds(r) == []
+
+
+async def test_a_call_the_previous_turn_made_and_has_the_result_of_is_not_made_again(scripted) -> None:
+    """A small model loops on a call whose result it already has: under strict the repeat is dropped
+    and the model answers from the result. A failed result may be retried, and another call in
+    between (a read after an edit) is a new situation."""
+    looped = mid_task("show a.txt", "read_file", {"path": "a.txt"}, "hello")
+    client, engines = scripted([call("read_file", {"path": "a.txt"}), "a.txt says hello"])
+    r = (await client.post("/v1/chat/completions", json={**body(preset="strict"), "messages": looped})).json()
+    assert r["choices"][0]["message"]["content"] == "a.txt says hello"
+    assert kinds(r) == ["call_repeated", "answer_redecided"] and len(engines[0].prompts) == 2
+    failed = mid_task("show a.txt", "read_file", {"path": "a.txt"}, "Error: the disk is busy, try again")
+    edited = [
+        *looped,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "run_command", "arguments": '{"command": "ls"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c2", "content": "a.txt"},
+    ]
+    for preset, messages in (("strict", failed), ("strict", edited), ("full", looped)):
+        client, _ = scripted([call("read_file", {"path": "a.txt"})])
+        r = (
+            await client.post("/v1/chat/completions", json={**body(preset=preset), "messages": messages})
+        ).json()
+        assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and "call_repeated" not in kinds(r), preset
+
+
+async def test_the_lone_call_gets_the_optional_choices_the_request_names(scripted) -> None:
+    """ "Pediatrics department" names an optional enum value the model left out: strict adds it,
+    recorded; a reply of several calls, or another preset, is left as written."""
+    hospital = {
+        "type": "function",
+        "function": {
+            "name": "find_hospital",
+            "description": "Find a hospital",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "department": {"type": "string", "enum": ["General", "Pediatrics", "Cardiology"]},
+                },
+                "required": ["city"],
+            },
+        },
+    }
+    ask = {"messages": [{"role": "user", "content": "A hospital in Denver with a pediatrics department"}]}
+    request = {**body(preset="strict"), **ask, "tools": [hospital]}
+    client, _ = scripted([call("find_hospital", {"city": "Denver"})])
+    r = (await client.post("/v1/chat/completions", json=request)).json()
+    (tc,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(tc["function"]["arguments"]) == {"city": "Denver", "department": "Pediatrics"}
+    assert kinds(r) == ["args_filled"]
+    # The model's habit of writing its one call twice does not make it two calls.
+    twice = json.dumps({"tool_calls": [{"name": "find_hospital", "arguments": {"city": "Denver"}}] * 2})
+    client, _ = scripted([twice])
+    r = (await client.post("/v1/chat/completions", json=request)).json()
+    (tc,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(tc["function"]["arguments"])["department"] == "Pediatrics"
+    assert kinds(r) == ["args_filled", "duplicate_dropped"]
+    two = (
+        '{"tool_calls": ['
+        + ", ".join(
+            json.dumps({"name": "find_hospital", "arguments": {"city": c}}) for c in ("Denver", "Boulder")
+        )
+        + "]}"
+    )
+    for preset, reply in (("strict", two), ("full", call("find_hospital", {"city": "Denver"}))):
+        client, _ = scripted([reply])
+        r = (
+            await client.post(
+                "/v1/chat/completions", json={**body(preset=preset), **ask, "tools": [hospital]}
+            )
+        ).json()
+        args = [json.loads(t["function"]["arguments"]) for t in r["choices"][0]["message"]["tool_calls"]]
+        assert all("department" not in a for a in args) and "args_filled" not in kinds(r)
+
+
 async def test_a_reply_left_empty_is_redecided_as_text_never_null(scripted) -> None:
     """Nothing said and no call left (an empty reply, or every call dropped) must not come back
     as ``content: null`` without calls: the model is asked for a text answer."""
