@@ -235,6 +235,15 @@ def test_optional_enum_values_the_request_names_are_found() -> None:
     # Two sizes named: no single value to take; a general medicine ward names the two-word value.
     assert mentioned_choices("small or large, general medicine", params) == {"department": "General Medicine"}
     assert mentioned_choices("a hospital nearby", params) == {}
+    # Choices quoted in a description count as an enum of them; one quoted value is only an example.
+    quoted = {
+        "type": "object",
+        "properties": {
+            "mode": {"type": "string", "description": "Mode of analysis, e.g. 'static' or 'dynamic'."},
+            "city": {"type": "string", "description": "A city, e.g. 'Denver'."},
+        },
+    }
+    assert mentioned_choices("A dynamic analysis of the building in Denver", quoted) == {"mode": "dynamic"}
 
 
 def test_strings_are_found_from_a_word_start_by_stems_and_as_dates() -> None:

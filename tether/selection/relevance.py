@@ -185,11 +185,24 @@ def _said_at(words: Sequence[str], value: str) -> int | None:
     return None
 
 
+_QUOTED = re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"")
+
+
+def _listed_choices(spec: Mapping[str, Any]) -> list[str] | None:
+    """The choices a string parameter without ``enum`` lists in its description, quoted ("Mode of
+    analysis, e.g. 'static' or 'dynamic'"); None when it quotes fewer than two."""
+    if spec.get("type") != "string" or not isinstance(spec.get("description"), str):
+        return None
+    found = [a or b for a, b in _QUOTED.findall(spec["description"])]
+    return found if len(found) >= 2 else None
+
+
 def mentioned_choices(text: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """The optional ``enum`` parameters whose values ``text`` names word for word: "a small green
     bird" names ``size: "small"``, "organic fruits and vegetables" names ``categories: ["Organic",
     "Fruits", "Vegetables"]`` (an array of enums, in the order said). A single-valued parameter
-    counts only when exactly one of its values is named."""
+    counts only when exactly one of its values is named. A string parameter whose description
+    quotes its choices ("e.g. 'static' or 'dynamic'") counts as an enum of them."""
     words = [stem(w) for w in content_words(text)]
     props: Mapping[str, Any] = parameters.get("properties") or {}
     required = set(parameters.get("required") or ())
@@ -199,7 +212,7 @@ def mentioned_choices(text: str, parameters: Mapping[str, Any]) -> dict[str, Any
             continue
         items = spec.get("items")
         many = spec.get("type") == "array" and isinstance(items, Mapping)
-        enum = (items or {}).get("enum") if many else spec.get("enum")
+        enum = (items or {}).get("enum") if many else spec.get("enum", _listed_choices(spec))
         if not isinstance(enum, list):
             continue
         hits = sorted((at, v) for v in enum if isinstance(v, str) and (at := _said_at(words, v)) is not None)
