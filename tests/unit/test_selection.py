@@ -277,3 +277,61 @@ def test_a_required_value_nobody_said_is_reported() -> None:
     )
     assert (found.found, found.total, found.unsaid) == (1, 3, ("season",))  # limit is optional; unit an enum
     assert check_call({"city": "Manchester", "unit": "f"}, schema, said).unsaid == ()
+
+
+def test_the_request_spans_are_its_named_things() -> None:
+    from tether.selection.grounded import request_spans
+
+    assert request_spans("What is the capital of Brazil?") == ("capital", "Brazil", "capital of Brazil")
+    spans = request_spans("Find the size of the sculpture with title 'David' by Michelangelo.")
+    assert spans[0] == "David" and "Michelangelo" in spans and "sculpture with title" in spans
+    assert not any(s.startswith(("the ", "of ")) or s.endswith((" the", " of")) for s in spans)
+    # Clauses bound a span; a number alone is a number, not a name; quoted text stays whole.
+    spans = request_spans('Book 2 rooms in Paris, near "Gare du Nord"; 3 nights')
+    assert "Gare du Nord" in spans and "Paris" in spans and "rooms in Paris" in spans
+    assert "2" not in spans and not any("Paris near" in s for s in spans)
+    assert len(request_spans(" ".join(f"word{i}" for i in range(100)), limit=10)) == 10
+    # A sentence's first word is the request's verb unless it is rare enough to be a name.
+    assert request_spans("Find a jazz concert. Brazil is big.")[:3] == ("jazz", "concert", "jazz concert")
+    assert "Calculate" in request_spans("Calculate the area")
+
+
+def test_a_value_is_said_by_its_kind() -> None:
+    from tether.selection.grounded import Grounding, said
+
+    spoken = Grounding.of("Dividends of Apple Inc for the last 5 years, in USD")
+    assert said("Apple Inc", spoken) and said(5, spoken) and said(["Apple", "USD"], spoken)
+    assert not said("quarterly", spoken) and not said(7, spoken) and not said(["Apple", "EUR"], spoken)
+    assert not said(True, spoken) and not said(None, spoken) and not said([], spoken)
+    assert said({"company": "Apple Inc"}, spoken) and not said({"freq": "annual"}, spoken)
+
+
+def test_a_variant_only_reorders_or_changes_what_nobody_said() -> None:
+    from tether.selection.grounded import Grounding, variant_keys
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "company": {"type": "string"},
+            "rival": {"type": "string"},
+            "frequency": {"type": "string"},
+            "traffic": {"type": "boolean"},
+        },
+        "required": ["company"],
+    }
+    spoken = Grounding.of("Court cases between Apple and Samsung, in quarterly reports")
+    first = {"company": "Apple", "rival": "Samsung"}
+    assert variant_keys(first, {"company": "Samsung", "rival": "Apple"}, schema, spoken) == ()
+    hedged = {"company": "Apple", "frequency": "annually"}
+    assert variant_keys({"company": "Apple", "frequency": "monthly"}, hedged, schema, spoken) == (
+        "frequency",
+    )
+    assert variant_keys({"company": "Apple"}, hedged, schema, spoken) == ("frequency",)  # set in one only
+    both = ({"company": "Apple", "traffic": True}, {"company": "Apple", "traffic": False})
+    assert variant_keys(*both, schema, spoken) == ("traffic",)
+    # What the request says makes a second call a second request, as does a required value.
+    assert variant_keys(*both, schema, spoken, frozenset({"traffic"})) is None
+    said_one = {"company": "Apple", "frequency": "quarterly"}
+    assert variant_keys({"company": "Apple", "frequency": "monthly"}, said_one, schema, spoken) is None
+    assert variant_keys(first, {"company": "Samsung", "rival": "Nokia"}, schema, spoken) is None
+    assert variant_keys(first, dict(first), schema, spoken) is None  # identical: a duplicate, not a variant

@@ -231,12 +231,13 @@ class GroundingProcessor:
                     self.tracker.feed(self.vocab.pieces[tid])
             self.seen = n
             self._take_written()
-        boost = self._boost()
+        cut = self._cut_short()  # once per step: the boost and the penalty both need it
+        boost = self._boost(cut)
         if boost is not None and boost.size:
             finite = boost[np.isfinite(logits[boost])]
             logits[finite] += self.bias
             self.boosted += 1
-        if self._cut_short():
+        if cut:
             logits[self._number_ends()] -= self.bias
         return logits
 
@@ -276,7 +277,7 @@ class GroundingProcessor:
             return None
         return self.kinds.get(tr.tool, {}).get(key)
 
-    def _boost(self) -> npt.NDArray[np.int32] | None:
+    def _boost(self, cut: bool) -> npt.NDArray[np.int32] | None:
         tr = self.tracker
         kind = self._kind()
         key = tr.value_key()
@@ -297,9 +298,9 @@ class GroundingProcessor:
                 grow = np.union1d(grow, self._closers())
             return grow
         if kind == "number" and tr.number is not None:
-            return self._numbers(bytes(tr.number), call, key)
+            return self._numbers(bytes(tr.number), call, key, cut)
         if kind == "number" and tr.string is None and tr.stack and tr.stack[-1].expect == "value":
-            return self._numbers(b"", call, key)
+            return self._numbers(b"", call, key, cut)
         return None
 
     def _at_value(self) -> bool:
@@ -356,8 +357,9 @@ class GroundingProcessor:
             self._readings[(tool, key)] = found
         return found
 
-    def _numbers(self, so_far: bytes, call: int, key: str) -> npt.NDArray[np.int32] | None:
-        """Tokens that continue ``so_far`` toward a free number of the conversation, or end it there."""
+    def _numbers(self, so_far: bytes, call: int, key: str, cut: bool) -> npt.NDArray[np.int32] | None:
+        """Tokens that continue ``so_far`` toward a free number of the conversation, or end it there
+        (unless ``cut``: :meth:`_cut_short`)."""
         spans = [(a, b, n) for a, b, n in self._suited(key) if self.ledger.free(a, b, call, key)]
         free = {n for _, _, n in spans}
         # "$10,000" copied digit by digit reaches "10" then a comma, which JSON reads as the end.
@@ -371,11 +373,6 @@ class GroundingProcessor:
         out = np.asarray(sorted(ids), dtype=np.int32)
         # A number the model chose is ended where the conversation ends it, in any reading it has,
         # except the digits of a scaled one (_cut_short) and the head of a grouped one.
-        if (
-            so_far
-            and (so_far in free or so_far in self.index.numbers)
-            and not grouped
-            and not self._cut_short()
-        ):
+        if so_far and (so_far in free or so_far in self.index.numbers) and not grouped and not cut:
             out = np.union1d(out, self._number_ends())
         return out if out.size else None

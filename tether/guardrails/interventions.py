@@ -12,7 +12,11 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
 * ``name_resolved`` / ``name_unresolved`` / ``repick``: layers 1 and 2 of name resolution;
 * ``args_coerced`` / ``args_defaulted`` / ``args_repaired`` / ``args_invalid``: argument checks;
 * ``args_filled``: optional enum values the request names, added to the lone call of a fresh ask;
+* ``args_grounded``: a call of a fitting tool whose required strings nobody said, asked again with
+  them limited to the request's words (``strict``);
 * ``duplicate_dropped``: a call identical to an earlier call in the same reply;
+* ``variant_merged``: a call that only reorders an earlier one's values, or differs from it only in
+  optional values nobody said, merged into it (``strict``);
 * ``call_repeated``: a call identical to one of the previous turn whose result came back (``strict``);
 * ``call_abstained``: a call whose values the conversation lacks was not made (``strict``,
   ``tool_choice: auto``, a fresh ask): a wrong guess is worse than no guess;
@@ -51,6 +55,8 @@ KINDS: frozenset[str] = frozenset(
         "args_repaired",
         "args_invalid",
         "duplicate_dropped",
+        "variant_merged",
+        "args_grounded",
         "call_repeated",
         "repetition_stopped",
         "call_abstained",

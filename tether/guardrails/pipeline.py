@@ -11,11 +11,14 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
 4. **grounding** — with ``tool_choice: auto`` on a fresh user ask, a call whose values the conversation does not
    contain (most of them, or with ``abstain_unsaid`` any required one) is abstained from
    (:mod:`tether.selection.grounded`): a wrong guess is worse than no guess, and the reply
-   becomes a text answer;
+   becomes a text answer; a fitting tool's call whose unsaid values are strings is first asked
+   again with them limited to the request's words (``reground_min``, :mod:`tether.guardrails.values`);
 5. **duplicates** — an identical call later in the same reply is dropped, and (``end_loops``) so is
    a call identical to one of the previous turn's whose result came back without failing: the
    result is already in the conversation, and a small model otherwise loops on it until its turns
-   run out (a changed world in between, such as a read after an edit, is another turn);
+   run out (a changed world in between, such as a read after an edit, is another turn); a call that
+   only reorders an earlier one's values or differs in optional values nobody said is merged into
+   it (``merge_variants``);
 6. **mentioned options** — the lone call of a reply to a fresh user ask gets the optional ``enum``
    arguments the request names word for word and the model left out ("with pediatrics
    department" → ``department: "Pediatrics"``; :func:`tether.selection.relevance.mentioned_choices`).
@@ -44,6 +47,8 @@ from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.names import resolve_name
 from tether.guardrails.policy import invalid_arguments_text
 from tether.guardrails.presets import GuardConfig
+from tether.guardrails.values import merge_variant, regrounded_tool
+from tether.selection.decision import request_text
 from tether.selection.grounded import Grounding, check_call, conversation_text
 from tether.selection.relevance import mentioned_choices
 
@@ -258,7 +263,22 @@ def guard_steps(
                 verdict = CallVerdict("invalid", written, errors)
         if (config.abstain_below > 0 or config.abstain_unsaid) and may_answer:
             spoken = spoken or Grounding.of(conversation_text(history))
-            said = check_call(call.arguments, by_name[name].parameters, spoken)
+            tool = by_name[name]
+            said = check_call(call.arguments, tool.parameters, spoken)
+            if said.unsaid and config.reground_min > 0 and config.repair and can_regenerate:
+                narrowed = regrounded_tool(
+                    call, tool, said.unsaid, request_text(history), config.reground_min
+                )
+                if narrowed is not None:
+                    answer = yield FixArguments(history, narrowed[0], call, narrowed[1])
+                    usage = usage + (answer.usage if answer else Usage())
+                    fixed = answer.value if answer is not None else None
+                    again = check_call(fixed, tool.parameters, spoken) if isinstance(fixed, dict) else None
+                    if isinstance(fixed, dict) and again is not None and not again.unsaid:
+                        detail = "asked again within the request's words for " + ", ".join(said.unsaid)
+                        notes.append(Intervention("args_grounded", detail, name, dict(call.arguments), fixed))
+                        call = call.with_repairs("args_grounded", arguments=fixed)
+                        said = again
             detail = ""
             if said.share is not None and said.share < config.abstain_below:
                 detail = f"{said.share:.0%} of its values occur in the conversation"
@@ -279,7 +299,20 @@ def guard_steps(
                     Intervention("duplicate_dropped", f"call {len(checked)} repeats call {seen[key]}", name)
                 )
                 continue
-            seen[key] = len(checked)
+        if config.merge_variants and checked:
+            spoken = spoken or Grounding.of(conversation_text(history))
+            earlier = [c for c, _ in checked]
+            merged = merge_variant(call, earlier, by_name[name], spoken, request_text(history))
+            if merged is not None:
+                at, kept, detail = merged
+                notes.append(
+                    Intervention("variant_merged", detail, name, dict(call.arguments), dict(kept.arguments))
+                )
+                seen[_key(kept)] = at  # the merged call's earlier form stays seen: a repeat of it is dropped
+                checked[at] = (kept, checked[at][1])
+                continue
+        if config.dedupe:
+            seen[_key(call)] = len(checked)
         if config.fill_mentioned and lone and history and history[-1].role == "user":
             named = mentioned_choices(history[-1].content or "", by_name[name].parameters)
             added = {k: v for k, v in named.items() if k not in call.arguments}

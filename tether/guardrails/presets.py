@@ -44,6 +44,12 @@ class GuardConfig:
     abstain_below: float = 0.0
     # ... and one with a required extractive value the conversation does not say.
     abstain_unsaid: bool = False
+    # ... unless the called tool fits the request at least this well (its relevance score, 0: off)
+    # and its unsaid values are strings: then it is asked again with them limited to the request's words.
+    reground_min: float = 0.0
+    # A later call of a reply that only reorders an earlier one's values, or differs from it only in
+    # optional values nobody said, is merged into it (the disputed values left to the tool's default).
+    merge_variants: bool = False
     # The lone call of a reply to a fresh ask gets the optional enum values the request names.
     fill_mentioned: bool = False
     # When every call is dropped and the reply said nothing, the model is asked for a text answer.
@@ -71,6 +77,8 @@ PRESETS: dict[str, GuardConfig] = {
         cap_calls=True,
         abstain_below=0.5,
         abstain_unsaid=True,
+        reground_min=0.3,
+        merge_variants=True,
         fill_mentioned=True,
         end_loops=True,
     ),

@@ -26,6 +26,7 @@ catches the invented call.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,9 +35,18 @@ from typing import Any
 from tether.chat import Message
 from tether.grammar.grounding import extractive_kind
 from tether.grammar.spans import number_spans
-from tether.selection.relevance import stem
+from tether.selection.relevance import stem, weight
 
-__all__ = ["CallGrounding", "Grounding", "check_call", "conversation_text", "grounded_share"]
+__all__ = [
+    "CallGrounding",
+    "Grounding",
+    "check_call",
+    "conversation_text",
+    "grounded_share",
+    "request_spans",
+    "said",
+    "variant_keys",
+]
 
 _WORD = re.compile(r"[^\W_]+")
 _MONTH_NAMES = (
@@ -178,3 +188,100 @@ def grounded_share(
 ) -> float | None:
     """The share of the call's extractive values that ``source`` contains; None when it has none."""
     return check_call(arguments, parameters, source).share
+
+
+# Where a sentence and a clause end: the words of a span never cross these.
+_SENTENCE = re.compile(r"[!?\n]|\.(?=\s|$)")
+_CLAUSE = re.compile(r"[,;:()\[\]{}]")
+_QUOTE = re.compile(r"'([^'\n]{1,60})'|\"([^\"\n]{1,60})\"")
+_EDGE = "'\".`"
+_SPAN_EDGE = 1.0  # a span neither starts nor ends with a word this common ("the", "of", "what")
+# A sentence's first word is capitalized whatever it is: it starts a span only when this rare
+# ("Find", "Show" and "Book" are the request's verbs; "Calculate" and "Brazil" can be names).
+_SENTENCE_EDGE = 2.0
+
+
+def request_spans(text: str, *, max_words: int = 4, limit: int = 64) -> tuple[str, ...]:
+    """The values a request names, for a string parameter the model filled with something nobody
+    said: quoted text, then runs of up to ``max_words`` words within a clause that neither start nor
+    end with a word as common as "the" or "of" (in order of appearance, at most ``limit``)."""
+    found: dict[str, None] = {}
+    for m in _QUOTE.finditer(text):
+        found.setdefault((m.group(1) or m.group(2)).strip(), None)
+    for sentence in _SENTENCE.split(text):
+        for c, clause in enumerate(_CLAUSE.split(sentence)):
+            words = [w for w in (w.strip(_EDGE) for w in clause.split()) if w]
+            for size in range(1, max_words + 1):
+                for i in range(len(words) - size + 1):
+                    run = words[i : i + size]
+                    first = _SENTENCE_EDGE if c == 0 and i == 0 else _SPAN_EDGE
+                    if _says_little(run[0], first) or _says_little(run[-1], _SPAN_EDGE):
+                        continue
+                    found.setdefault(" ".join(run), None)
+    spans = [s for s in found if s and not _number_only(s)]
+    return tuple(spans[:limit])
+
+
+def _says_little(word: str, least: float) -> bool:
+    parts = _WORD.findall(word)
+    return not parts or (len(parts) == 1 and not parts[0].isdigit() and weight(parts[0]) < least)
+
+
+def _number_only(text: str) -> bool:
+    return bool(re.fullmatch(r"[\d.,%$\s-]+", text))
+
+
+def said(value: Any, source: Grounding) -> bool:
+    """Does the conversation give ``value`` (any JSON value; a boolean never counts)?"""
+    if isinstance(value, bool) or value is None:
+        return False
+    if _is_number(value):
+        return source.has_value(value)
+    if isinstance(value, str):
+        return source.has_string(value)
+    if isinstance(value, list):
+        return bool(value) and all(said(v, source) for v in value)
+    if isinstance(value, Mapping):
+        return bool(value) and all(said(v, source) for v in value.values())
+    return False
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def variant_keys(
+    earlier: Mapping[str, Any],
+    later: Mapping[str, Any],
+    parameters: Mapping[str, Any],
+    source: Grounding,
+    flags: frozenset[str] = frozenset(),
+) -> tuple[str, ...] | None:
+    """Is ``later`` (a call of the same tool as ``earlier``, in one reply) only a variant of it?
+
+    It is when the two hold the same values in another order (``Apple, Samsung`` then ``Samsung,
+    Apple``) or differ only in optional values nobody said, set in one and not the other or set to
+    two values (``quarterly`` then ``annually``; a boolean counts as said when the request uses its
+    words, ``flags``). Returns the parameters they differ in (empty for a reordering), or None when
+    ``later`` asks for something else."""
+    if not later:
+        return None
+    missing = object()
+    diff = tuple(k for k in {**earlier, **later} if earlier.get(k, missing) != later.get(k, missing))
+    if not diff:
+        return None
+    if set(earlier) == set(later) and sorted(map(_dumps, later.values())) == sorted(
+        map(_dumps, earlier.values())
+    ):
+        return ()
+    required = set(parameters.get("required") or ())
+
+    def given(key: str, value: Any) -> bool:
+        return key in flags if isinstance(value, bool) else said(value, source)
+
+    values = [
+        (k, v) for k in diff for v in (earlier.get(k, missing), later.get(k, missing)) if v is not missing
+    ]
+    if required & set(diff) or any(given(k, v) for k, v in values):
+        return None
+    return diff

@@ -385,3 +385,85 @@ async def test_a_decided_text_answer_is_asked_without_the_tools(scripted) -> Non
     client, engines = scripted(['{"response": "It says hello."}', "never asked"])
     r = (await client.post("/v1/chat/completions", json={**request, "messages": mid})).json()
     assert r["choices"][0]["message"]["content"] == "It says hello." and len(engines[0].prompts) == 1
+
+
+CAPITAL = {
+    "type": "function",
+    "function": {
+        "name": "country_capital",
+        "description": "The capital city of a country",
+        "parameters": {
+            "type": "object",
+            "properties": {"country": {"type": "string"}},
+            "required": ["country"],
+        },
+    },
+}
+
+
+async def test_a_fitting_call_with_a_made_up_name_is_asked_again_within_the_request(scripted) -> None:
+    """The right tool with an invented value: strict asks once more with the value limited to the
+    request's words; the answer counts only when the conversation says it."""
+    ask = {"messages": [{"role": "user", "content": "What is the capital of Brazil?"}], "tools": [CAPITAL]}
+    request = {**body(preset="strict"), **ask}
+    client, engines = scripted([call("country_capital", {"country": "Bahia"}), '{"country": "Brazil"}'])
+    r = (await client.post("/v1/chat/completions", json=request)).json()
+    (tc,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(tc["function"]["arguments"]) == {"country": "Brazil"} and kinds(r) == ["args_grounded"]
+    assert "does not say 'Bahia'; copy the words of the request that give the country" in engines[0].prompts[1]
+    assert r["usage"]["prompt_tokens"] > len(engines[0].prompts[0]) // 8  # the re-ask is counted
+    # A re-ask that still says nobody's value is abstained from, as before.
+    client, _ = scripted([call("country_capital", {"country": "Bahia"}), '{"country": "Bahia"}', "Brasilia."])
+    r = (await client.post("/v1/chat/completions", json=request)).json()
+    assert r["choices"][0]["message"]["content"] == "Brasilia."
+    assert kinds(r) == ["call_abstained", "answer_redecided"]
+    # A tool that does not fit the request is not asked again.
+    other = {"messages": [{"role": "user", "content": "Who painted the Mona Lisa?"}], "tools": [CAPITAL]}
+    client, engines = scripted([call("country_capital", {"country": "Italy"}), "Leonardo da Vinci."])
+    r = (await client.post("/v1/chat/completions", json={**body(preset="strict"), **other})).json()
+    assert kinds(r) == ["call_abstained", "answer_redecided"] and len(engines[0].prompts) == 2
+
+
+async def test_variants_of_one_call_merge_into_it(scripted) -> None:
+    """Two calls that differ only in what nobody said are one request hedged: strict keeps one, the
+    disputed value left to the tool's default; a reordering of the same values is dropped."""
+    dividends = {
+        "type": "function",
+        "function": {
+            "name": "dividends",
+            "description": "Dividend history of a company",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "company": {"type": "string"},
+                    "rival": {"type": "string"},
+                    "frequency": {"type": "string", "enum": ["quarterly", "annually"]},
+                },
+                "required": ["company"],
+            },
+        },
+    }
+    ask = {"messages": [{"role": "user", "content": "Dividends of Apple vs Samsung"}], "tools": [dividends]}
+    hedged = [
+        {"name": "dividends", "arguments": {"company": "Apple", "frequency": f}}
+        for f in ("quarterly", "annually", "quarterly")
+    ]
+    client, _ = scripted([json.dumps({"tool_calls": hedged})])
+    r = (await client.post("/v1/chat/completions", json={**body(preset="strict"), **ask})).json()
+    (tc,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(tc["function"]["arguments"]) == {"company": "Apple"}
+    assert kinds(r) == ["variant_merged", "duplicate_dropped"]
+    swapped = [
+        {"name": "dividends", "arguments": {"company": a, "rival": b}}
+        for a, b in (("Apple", "Samsung"), ("Samsung", "Apple"))
+    ]
+    client, _ = scripted([json.dumps({"tool_calls": swapped})])
+    r = (await client.post("/v1/chat/completions", json={**body(preset="strict"), **ask})).json()
+    (tc,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(tc["function"]["arguments"]) == {"company": "Apple", "rival": "Samsung"}
+    # The request says both values: two requests, kept; other presets leave the reply as written.
+    said = {"messages": [{"role": "user", "content": "Apple's dividends, quarterly and annually"}]}
+    for preset, extra in (("strict", said), ("full", {})):
+        client, _ = scripted([json.dumps({"tool_calls": hedged[:2]})])
+        r = (await client.post("/v1/chat/completions", json={**body(preset=preset), **ask, **extra})).json()
+        assert len(r["choices"][0]["message"]["tool_calls"]) == 2, preset

@@ -1,0 +1,92 @@
+"""The grounding stage's second chances: the narrowed re-ask and the variant merge (no model)."""
+
+from __future__ import annotations
+
+from tether.calls import ToolCall
+from tether.grammar.formats.base import ToolSpec
+from tether.guardrails.values import merge_variant, regrounded_tool
+from tether.selection.grounded import Grounding
+
+CAPITAL = ToolSpec(
+    "country_capital",
+    "The capital city of a country",
+    {
+        "type": "object",
+        "properties": {"country": {"type": "string"}, "year": {"type": "integer"}},
+        "required": ["country"],
+    },
+)
+SCULPTURE = ToolSpec(
+    "sculpture_details",
+    "Details of a sculpture",
+    {
+        "type": "object",
+        "properties": {"artist": {"type": "string"}, "title": {"type": "string"}},
+        "required": ["artist", "title"],
+    },
+)
+
+
+def test_the_re_ask_limits_the_unsaid_strings_to_the_request_and_fixes_the_rest() -> None:
+    ask = "Find the size of the sculpture with title 'David' by Michelangelo."
+    call = ToolCall("sculpture_details", {"artist": "Moses", "title": "David"})
+    narrowed = regrounded_tool(call, SCULPTURE, ("artist",), ask, 0.3)
+    assert narrowed is not None
+    tool, errors = narrowed
+    props = tool.parameters["properties"]
+    assert props["title"] == {"const": "David"} and tool.parameters["required"] == ["artist", "title"]
+    assert tool.parameters["additionalProperties"] is False  # nothing the call did not set is added
+    # A value fills one parameter: spans sharing a word with "David" are not offered for the artist.
+    assert "Michelangelo" in props["artist"]["enum"] and not any(
+        "David" in s for s in props["artist"]["enum"]
+    )
+    assert [e.path for e in errors] == ["artist"] and "'Moses'" in errors[0].message
+
+
+def test_no_re_ask_for_a_tool_that_does_not_fit_or_a_value_that_is_not_a_name() -> None:
+    ask = "What is the capital of Brazil?"
+    call = ToolCall("country_capital", {"country": "Bahia"})
+    assert regrounded_tool(call, CAPITAL, ("country",), ask, 0.3) is not None
+    assert regrounded_tool(call, CAPITAL, ("country",), "Who painted the Mona Lisa?", 0.3) is None
+    narrowed = regrounded_tool(call, CAPITAL, ("country",), ask, 0.3)
+    assert narrowed is not None and list(narrowed[0].parameters["properties"]) == ["country"]  # no year
+    numbered = ToolCall("country_capital", {"country": "Brazil", "year": 1990})
+    assert regrounded_tool(numbered, CAPITAL, ("year",), ask, 0.3) is None
+    assert regrounded_tool(call, CAPITAL, ("country",), "the of a", 0.0) is None  # nothing named
+
+
+def test_a_variant_merges_into_the_earlier_call_without_the_disputed_values() -> None:
+    tool = ToolSpec(
+        "dividends",
+        "Dividend history of a company",
+        {
+            "type": "object",
+            "properties": {"company": {"type": "string"}, "frequency": {"type": "string"}},
+            "required": ["company"],
+        },
+    )
+    ask = "Dividends of Apple Inc"
+    spoken = Grounding.of(ask)
+    earlier = [ToolCall("dividends", {"company": "Apple Inc", "frequency": "quarterly"})]
+    merged = merge_variant(
+        ToolCall("dividends", {"company": "Apple Inc", "frequency": "annually"}), earlier, tool, spoken, ask
+    )
+    assert merged is not None
+    at, kept, detail = merged
+    assert at == 0 and dict(kept.arguments) == {"company": "Apple Inc"} and "frequency" in detail
+    assert "variant_merged" in kept.repairs
+    other = ToolCall("dividends", {"company": "Microsoft"})
+    assert merge_variant(other, earlier, tool, Grounding.of("Apple Inc and Microsoft"), ask) is None
+
+
+def test_the_narrowed_tool_compiles_for_a_remote_engine_too() -> None:
+    from tether.grammar.remote import ArgumentsSpec, compile_gbnf
+    from tether.grammar.remote.structural_tag import compile_vllm
+
+    ask = "Find the size of the sculpture with title 'David' by Michelangelo."
+    call = ToolCall("sculpture_details", {"artist": "Moses", "title": "David"})
+    narrowed = regrounded_tool(call, SCULPTURE, ("artist",), ask, 0.3)
+    assert narrowed is not None
+    grammar = compile_gbnf(ArgumentsSpec(narrowed[0]))
+    assert grammar is not None and '"\\"Michelangelo\\""' in grammar.grammar and "Moses" not in grammar.grammar
+    assert compile_vllm(ArgumentsSpec(narrowed[0])) is not None
