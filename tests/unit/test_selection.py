@@ -235,6 +235,11 @@ def test_optional_enum_values_the_request_names_are_found() -> None:
     # Two sizes named: no single value to take; a general medicine ward names the two-word value.
     assert mentioned_choices("small or large, general medicine", params) == {"department": "General Medicine"}
     assert mentioned_choices("a hospital nearby", params) == {}
+    unit = {"type": "object", "properties": {"unit": {"type": "string", "enum": ["meter", "feet"]}}}
+    assert mentioned_choices("its height in feet", {**unit, "required": ["unit"]}) == {}
+    assert mentioned_choices("its height in feet", {**unit, "required": ["unit"]}, required=True) == {
+        "unit": "feet"
+    }
     # Choices quoted in a description count as an enum of them; one quoted value is only an example.
     quoted = {
         "type": "object",

@@ -11,7 +11,8 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
   ``content``) was kept, or refused as text under a preset without rescue;
 * ``name_resolved`` / ``name_unresolved`` / ``repick``: layers 1 and 2 of name resolution;
 * ``args_coerced`` / ``args_defaulted`` / ``args_repaired`` / ``args_invalid``: argument checks;
-* ``args_filled``: optional enum values the request names, added to the lone call of a fresh ask;
+* ``args_filled``: enum values the request names, added to (or replacing an unnamed choice of) the
+  lone call of a fresh ask;
 * ``args_grounded``: a call of a fitting tool whose required strings nobody said, asked again with
   them limited to the request's words (``strict``);
 * ``duplicate_dropped``: a call identical to an earlier call in the same reply;

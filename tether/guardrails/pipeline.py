@@ -19,9 +19,10 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
    run out (a changed world in between, such as a read after an edit, is another turn); a call that
    only reorders an earlier one's values or differs in optional values nobody said is merged into
    it (``merge_variants``);
-6. **mentioned options** — the lone call of a reply to a fresh user ask gets the optional ``enum``
+6. **mentioned options** — the lone call of a reply to a fresh user ask gets the ``enum``
    arguments the request names word for word and the model left out ("with pediatrics
-   department" → ``department: "Pediatrics"``; :func:`tether.selection.relevance.mentioned_choices`).
+   department" → ``department: "Pediatrics"``; :func:`tether.selection.relevance.mentioned_choices`),
+   and a single choice nobody named gives way to the one the request names.
 
 The pipeline is written once, without I/O: :func:`guard_steps` is a generator that
 *yields* a :class:`PickName` or :class:`FixArguments` request whenever it needs the model
@@ -49,7 +50,7 @@ from tether.guardrails.policy import invalid_arguments_text
 from tether.guardrails.presets import GuardConfig
 from tether.guardrails.values import merge_variant, regrounded_tool
 from tether.selection.decision import request_text
-from tether.selection.grounded import Grounding, check_call, conversation_text
+from tether.selection.grounded import Grounding, check_call, conversation_text, said
 from tether.selection.relevance import mentioned_choices
 
 __all__ = [
@@ -264,26 +265,25 @@ def guard_steps(
         if (config.abstain_below > 0 or config.abstain_unsaid) and may_answer:
             spoken = spoken or Grounding.of(conversation_text(history))
             tool = by_name[name]
-            said = check_call(call.arguments, tool.parameters, spoken)
-            if said.unsaid and config.reground_min > 0 and config.repair and can_regenerate:
-                narrowed = regrounded_tool(
-                    call, tool, said.unsaid, request_text(history), config.reground_min
-                )
+            found = check_call(call.arguments, tool.parameters, spoken)
+            if found.unsaid and config.reground_min > 0 and config.repair and can_regenerate:
+                request = request_text(history)
+                narrowed = regrounded_tool(call, tool, found.unsaid, request, spoken, config.reground_min)
                 if narrowed is not None:
                     answer = yield FixArguments(history, narrowed[0], call, narrowed[1])
                     usage = usage + (answer.usage if answer else Usage())
                     fixed = answer.value if answer is not None else None
                     again = check_call(fixed, tool.parameters, spoken) if isinstance(fixed, dict) else None
                     if isinstance(fixed, dict) and again is not None and not again.unsaid:
-                        detail = "asked again within the request's words for " + ", ".join(said.unsaid)
+                        detail = "asked again within the request's words for " + ", ".join(found.unsaid)
                         notes.append(Intervention("args_grounded", detail, name, dict(call.arguments), fixed))
                         call = call.with_repairs("args_grounded", arguments=fixed)
-                        said = again
+                        found = again
             detail = ""
-            if said.share is not None and said.share < config.abstain_below:
-                detail = f"{said.share:.0%} of its values occur in the conversation"
-            elif config.abstain_unsaid and said.unsaid:
-                detail = f"the conversation does not say its {', '.join(said.unsaid)}"
+            if found.share is not None and found.share < config.abstain_below:
+                detail = f"{found.share:.0%} of its values occur in the conversation"
+            elif config.abstain_unsaid and found.unsaid:
+                detail = f"the conversation does not say its {', '.join(found.unsaid)}"
             if detail:
                 notes.append(Intervention("call_abstained", detail, name, dict(call.arguments), None))
                 continue
@@ -314,8 +314,17 @@ def guard_steps(
         if config.dedupe:
             seen[_key(call)] = len(checked)
         if config.fill_mentioned and lone and history and history[-1].role == "user":
-            named = mentioned_choices(history[-1].content or "", by_name[name].parameters)
-            added = {k: v for k, v in named.items() if k not in call.arguments}
+            named = mentioned_choices(history[-1].content or "", by_name[name].parameters, required=True)
+            spoken = spoken or Grounding.of(conversation_text(history))
+            # A named option fills what the model left out, and replaces a single choice nobody named.
+            added = {
+                k: v
+                for k, v in named.items()
+                if k not in call.arguments
+                or (
+                    not isinstance(v, list) and call.arguments[k] != v and not said(call.arguments[k], spoken)
+                )
+            }
             if added:
                 filled = {**call.arguments, **added}
                 detail = "the request names " + ", ".join(f"{k}={v!r}" for k, v in added.items())

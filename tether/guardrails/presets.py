@@ -50,7 +50,7 @@ class GuardConfig:
     # A later call of a reply that only reorders an earlier one's values, or differs from it only in
     # optional values nobody said, is merged into it (the disputed values left to the tool's default).
     merge_variants: bool = False
-    # The lone call of a reply to a fresh ask gets the optional enum values the request names.
+    # The lone call of a reply to a fresh ask gets the enum values the request names (for unnamed choices too).
     fill_mentioned: bool = False
     # When every call is dropped and the reply said nothing, the model is asked for a text answer.
     redecide: bool = True

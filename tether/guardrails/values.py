@@ -22,7 +22,7 @@ from tether.calls import ToolCall
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.grounding import extractive_kind
 from tether.guardrails.arguments import FieldError
-from tether.selection.grounded import Grounding, request_spans, variant_keys
+from tether.selection.grounded import Grounding, request_spans, said, variant_keys
 from tether.selection.relevance import content_words, mentioned_flags, rank_tools, stem
 
 __all__ = ["merge_variant", "regrounded_tool"]
@@ -35,17 +35,25 @@ def _words(text: str) -> set[str]:
 
 
 def regrounded_tool(
-    call: ToolCall, tool: ToolSpec, unsaid: Sequence[str], request: str, min_relevance: float
+    call: ToolCall,
+    tool: ToolSpec,
+    unsaid: Sequence[str],
+    request: str,
+    spoken: Grounding,
+    min_relevance: float,
 ) -> tuple[ToolSpec, tuple[FieldError, ...]] | None:
-    """``tool`` narrowed for asking ``call`` again: the parameters it set, each ``unsaid`` string
-    limited to the request's words and every other value fixed as given; with the errors that say why. None when the tool fits
-    the request less than ``min_relevance``, an unsaid value is not a plain string, or the request
-    names nothing."""
+    """``tool`` narrowed for asking ``call`` again: each ``unsaid`` string limited to the request's
+    spans that begin as the model's value began, every other said value fixed as given, optional
+    values nobody said left out, nothing added; with the errors that say why. None when the tool fits
+    the request less than ``min_relevance``, an unsaid value is not a plain string, or no span begins
+    like it."""
     props = tool.parameters.get("properties") or {}
     strings = all(
         isinstance(call.arguments.get(k), str) and extractive_kind(props.get(k), k) == "string"
         for k in unsaid
     )
+    if not unsaid or not strings:
+        return None
     # A value fills one parameter: spans sharing a word with the call's other values are not offered.
     # The tool's own name words ("concert" of concert_search) describe the request, not a value.
     taken = {w for k, v in call.arguments.items() if k not in unsaid for w in _words(json.dumps(v))}
@@ -55,15 +63,21 @@ def regrounded_tool(
         for s in request_spans(request)
         if not {stem(w) for w in _words(s)} & taken and not _words(s) & taken
     ]
-    if not unsaid or not strings or not spans:
+    # The model began the value it meant and lost its way ("Bahia" for Brazil, "Cinacadae" for
+    # Chinese): only spans that begin as its value began are offered. A value that begins like no
+    # span was no attempt at one.
+    choices = {k: [s for s in spans if s[:1].lower() == str(call.arguments[k])[:1].lower()] for k in unsaid}
+    if not all(choices.values()):
         return None
     if max((r.score for r in rank_tools(request, [tool])), default=0.0) < min_relevance:
         return None
+    required = set(tool.parameters.get("required") or ())
     narrowed = {
-        k: ({"type": "string", "enum": spans} if k in unsaid else {"const": v})
+        k: ({"type": "string", "enum": choices[k]} if k in unsaid else {"const": v})
         for k, v in call.arguments.items()
+        if k in unsaid or k in required or said(v, spoken) or extractive_kind(props.get(k), k) is None
     }
-    # Exactly the parameters the call set: the re-ask changes values, it adds nothing.
+    # Exactly these parameters: the re-ask changes values, it adds nothing.
     parameters = {
         "type": "object",
         "properties": narrowed,

@@ -197,18 +197,18 @@ def _listed_choices(spec: Mapping[str, Any]) -> list[str] | None:
     return found if len(found) >= 2 else None
 
 
-def mentioned_choices(text: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """The optional ``enum`` parameters whose values ``text`` names word for word: "a small green
+def mentioned_choices(text: str, parameters: Mapping[str, Any], *, required: bool = False) -> dict[str, Any]:
+    """The optional (with ``required``, all) ``enum`` parameters whose values ``text`` names word for word: "a small green
     bird" names ``size: "small"``, "organic fruits and vegetables" names ``categories: ["Organic",
     "Fruits", "Vegetables"]`` (an array of enums, in the order said). A single-valued parameter
     counts only when exactly one of its values is named. A string parameter whose description
     quotes its choices ("e.g. 'static' or 'dynamic'") counts as an enum of them."""
     words = [stem(w) for w in content_words(text)]
     props: Mapping[str, Any] = parameters.get("properties") or {}
-    required = set(parameters.get("required") or ())
+    needed = set(parameters.get("required") or ())
     out: dict[str, Any] = {}
     for key, spec in props.items():
-        if key in required or not isinstance(spec, Mapping):
+        if (key in needed and not required) or not isinstance(spec, Mapping):
             continue
         items = spec.get("items")
         many = spec.get("type") == "array" and isinstance(items, Mapping)

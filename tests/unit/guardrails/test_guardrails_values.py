@@ -30,7 +30,7 @@ SCULPTURE = ToolSpec(
 def test_the_re_ask_limits_the_unsaid_strings_to_the_request_and_fixes_the_rest() -> None:
     ask = "Find the size of the sculpture with title 'David' by Michelangelo."
     call = ToolCall("sculpture_details", {"artist": "Moses", "title": "David"})
-    narrowed = regrounded_tool(call, SCULPTURE, ("artist",), ask, 0.3)
+    narrowed = regrounded_tool(call, SCULPTURE, ("artist",), ask, Grounding.of(ask), 0.3)
     assert narrowed is not None
     tool, errors = narrowed
     props = tool.parameters["properties"]
@@ -43,16 +43,31 @@ def test_the_re_ask_limits_the_unsaid_strings_to_the_request_and_fixes_the_rest(
     assert [e.path for e in errors] == ["artist"] and "'Moses'" in errors[0].message
 
 
+def _ask(call: ToolCall, tool: ToolSpec, unsaid: str, text: str, floor: float = 0.3) -> object:
+    return regrounded_tool(call, tool, (unsaid,), text, Grounding.of(text), floor)
+
+
 def test_no_re_ask_for_a_tool_that_does_not_fit_or_a_value_that_is_not_a_name() -> None:
     ask = "What is the capital of Brazil?"
     call = ToolCall("country_capital", {"country": "Bahia"})
-    assert regrounded_tool(call, CAPITAL, ("country",), ask, 0.3) is not None
-    assert regrounded_tool(call, CAPITAL, ("country",), "Who painted the Mona Lisa?", 0.3) is None
-    narrowed = regrounded_tool(call, CAPITAL, ("country",), ask, 0.3)
-    assert narrowed is not None and list(narrowed[0].parameters["properties"]) == ["country"]  # no year
+    narrowed = regrounded_tool(call, CAPITAL, ("country",), ask, Grounding.of(ask), 0.3)
+    assert narrowed is not None and narrowed[0].parameters["properties"] == {
+        "country": {"type": "string", "enum": ["Brazil"]}
+    }
+    # Only spans that begin as the model's value began: "Peru" was no attempt at "Brazil".
+    assert _ask(ToolCall("country_capital", {"country": "Peru"}), CAPITAL, "country", ask) is None
+    assert _ask(call, CAPITAL, "country", "Who painted the Mona Lisa in Bologna?") is None  # does not fit
+    assert _ask(call, CAPITAL, "country", "Who painted the Mona Lisa in Bologna?", 0.0) is not None
     numbered = ToolCall("country_capital", {"country": "Brazil", "year": 1990})
-    assert regrounded_tool(numbered, CAPITAL, ("year",), ask, 0.3) is None
-    assert regrounded_tool(call, CAPITAL, ("country",), "the of a", 0.0) is None  # nothing named
+    assert _ask(numbered, CAPITAL, "year", ask) is None  # a number nobody said has no span
+    assert _ask(call, CAPITAL, "country", "the of a", 0.0) is None  # nothing named
+    # An optional value nobody said is left out of the re-ask, a said one is fixed.
+    dated = ToolCall("country_capital", {"country": "Bahia", "year": 1990})
+    narrowed = regrounded_tool(dated, CAPITAL, ("country",), ask, Grounding.of(ask), 0.3)
+    assert narrowed is not None and list(narrowed[0].parameters["properties"]) == ["country"]
+    said = "What was the capital of Brazil in 1990?"
+    narrowed = regrounded_tool(dated, CAPITAL, ("country",), said, Grounding.of(said), 0.3)
+    assert narrowed is not None and narrowed[0].parameters["properties"]["year"] == {"const": 1990}
 
 
 def test_a_variant_merges_into_the_earlier_call_without_the_disputed_values() -> None:
@@ -85,8 +100,10 @@ def test_the_narrowed_tool_compiles_for_a_remote_engine_too() -> None:
 
     ask = "Find the size of the sculpture with title 'David' by Michelangelo."
     call = ToolCall("sculpture_details", {"artist": "Moses", "title": "David"})
-    narrowed = regrounded_tool(call, SCULPTURE, ("artist",), ask, 0.3)
+    narrowed = regrounded_tool(call, SCULPTURE, ("artist",), ask, Grounding.of(ask), 0.3)
     assert narrowed is not None
     grammar = compile_gbnf(ArgumentsSpec(narrowed[0]))
-    assert grammar is not None and '"\\"Michelangelo\\""' in grammar.grammar and "Moses" not in grammar.grammar
+    assert (
+        grammar is not None and '"\\"Michelangelo\\""' in grammar.grammar and "Moses" not in grammar.grammar
+    )
     assert compile_vllm(ArgumentsSpec(narrowed[0])) is not None

@@ -277,6 +277,17 @@ async def test_the_lone_call_gets_the_optional_choices_the_request_names(scripte
         ).json()
         args = [json.loads(t["function"]["arguments"]) for t in r["choices"][0]["message"]["tool_calls"]]
         assert all("department" not in a for a in args) and "args_filled" not in kinds(r)
+    # A single choice the request does not name gives way to the one it names; a named one stays.
+    for wrote, kept in (("Cardiology", "Pediatrics"), ("General", "Pediatrics")):
+        client, _ = scripted([call("find_hospital", {"city": "Denver", "department": wrote})])
+        r = (await client.post("/v1/chat/completions", json=request)).json()
+        (tc,) = r["choices"][0]["message"]["tool_calls"]
+        assert json.loads(tc["function"]["arguments"])["department"] == kept and kinds(r) == ["args_filled"]
+    general = {"messages": [{"role": "user", "content": "General or pediatrics department in Denver?"}]}
+    client, _ = scripted([call("find_hospital", {"city": "Denver", "department": "General"})])
+    r = (await client.post("/v1/chat/completions", json={**request, **general})).json()
+    (tc,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(tc["function"]["arguments"])["department"] == "General" and kinds(r) == []
 
 
 async def test_a_reply_left_empty_is_redecided_as_text_never_null(scripted) -> None:
@@ -410,7 +421,9 @@ async def test_a_fitting_call_with_a_made_up_name_is_asked_again_within_the_requ
     r = (await client.post("/v1/chat/completions", json=request)).json()
     (tc,) = r["choices"][0]["message"]["tool_calls"]
     assert json.loads(tc["function"]["arguments"]) == {"country": "Brazil"} and kinds(r) == ["args_grounded"]
-    assert "does not say 'Bahia'; copy the words of the request that give the country" in engines[0].prompts[1]
+    assert (
+        "does not say 'Bahia'; copy the words of the request that give the country" in engines[0].prompts[1]
+    )
     assert r["usage"]["prompt_tokens"] > len(engines[0].prompts[0]) // 8  # the re-ask is counted
     # A re-ask that still says nobody's value is abstained from, as before.
     client, _ = scripted([call("country_capital", {"country": "Bahia"}), '{"country": "Bahia"}', "Brasilia."])
