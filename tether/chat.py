@@ -79,11 +79,15 @@ class Message:
 
 @dataclass(frozen=True)
 class Usage:
-    """Tokens of one or more generations; ``+`` sums them (a reply counts every generation it ran)."""
+    """Tokens of one or more generations; ``+`` sums them (a reply counts every generation it ran).
+
+    ``generations`` counts the model runs behind the numbers (the turn's own, plus any re-pick,
+    repair, re-ask or re-decided answer); 0 where nothing ran."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     prompt_tokens_evaluated: int = 0
+    generations: int = 0
 
     @property
     def cached_tokens(self) -> int:
@@ -94,4 +98,5 @@ class Usage:
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.prompt_tokens_evaluated + other.prompt_tokens_evaluated,
+            self.generations + other.generations,
         )

@@ -16,10 +16,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from tether.engine.llama_options import CacheTypeName, LlamaOptions, check_mlx, parse_gpu_layers
 from tether.errors import ConfigError
+from tether.guardrails.presets import PRESETS, ConstrainMode
 
-__all__ = ["REDIS_URL_SCHEMES", "ConstrainMode", "ServerConfig", "Settings", "is_loopback"]
+__all__ = ["REDIS_URL_SCHEMES", "ServerConfig", "Settings", "is_loopback"]
 
-ConstrainMode = Literal["off", "names", "strict"]
 REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")  # --session-store values besides "memory"
 
 
@@ -38,7 +38,7 @@ class ServerConfig:
     queue_limit: int = 16
     n_threads: int | None = None
     tool_format: str | None = None
-    constrain: ConstrainMode = "names"
+    constrain: ConstrainMode | None = None  # None: the preset's own layer 0
     preset: str = "strict"
     max_body_bytes: int = 8 * 1024 * 1024
     default_temperature: float = 0.8
@@ -211,8 +211,7 @@ class Settings(BaseSettings):
             queue_limit=self.queue_limit,
             n_threads=self.threads,
             tool_format=self.tool_format,
-            constrain=self.constrain
-            or ("strict" if self.preset == "strict" else "off" if self.preset == "bare" else "names"),
+            constrain=self.constrain or PRESETS[self.preset].constrain,
             preset=self.preset,
             max_body_bytes=int(self.max_body_mb * 1024 * 1024),
             default_temperature=self.temperature,

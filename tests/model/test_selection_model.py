@@ -177,3 +177,34 @@ async def test_strict_adds_the_option_the_request_names_and_abstains_from_an_uns
     message = r["choices"][0]["message"]
     # No season was given: no call is made (decided, or abstained from), and the reply says something.
     assert not message.get("tool_calls") and (message["content"] or "").strip(), r
+
+
+async def test_strict_asks_a_fitting_call_again_within_the_request_and_merges_its_variants(
+    client: httpx.AsyncClient,
+) -> None:
+    """The right tool with an invented value ("Poron" for Portland) is asked once more with the value
+    limited to the request's words; two calls that only swap the request's values are one call."""
+    restaurant = tool(
+        "find_restaurant",
+        "Find a restaurant in a city by cuisine.",
+        city={"type": "string", "description": "The city."},
+        cuisine={"type": "string", "description": "The kind of food."},
+    )
+    r = await ask(client, "Find a Vietnamese restaurant in Portland.", [restaurant])  # the server default
+    (call,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"city": "Portland", "cuisine": "Vietnamese"}
+    grounded = [i for i in r["tether"]["interventions"] if i["kind"] == "args_grounded"]
+    assert grounded and grounded[0]["before"]["city"] != "Portland", r["tether"]
+    assert r["tether"]["generations"] == 2  # the turn and the re-ask, both in usage
+    difference = tool(
+        "time_difference",
+        "Time difference between two places.",
+        place1={"type": "string"},
+        place2={"type": "string"},
+    )
+    sunrise = tool("sunrise_time", "Sunrise time of a city.", city={"type": "string"})
+    r = await ask(client, "Find the time difference between Cairo and Seoul.", [difference, sunrise])
+    (call,) = r["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == "time_difference"
+    assert json.loads(call["function"]["arguments"]) == {"place1": "Cairo", "place2": "Seoul"}
+    assert {"args_grounded", "variant_merged"} <= set(kinds(r)), r["tether"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,7 +32,6 @@ __all__ = ["PRESET_NAMES", "ChatClient", "Reply", "ServerKind", "detect_server"]
 
 PRESET_NAMES = ("bare", "names", "resolve", "rescue", "full", "strict")
 ServerKind = Literal["tether", "openai"]
-_REPAIRING = ("full", "strict")  # presets whose server-side guard regenerates invalid arguments
 _RESCUING = ("rescue", "full", "strict")
 
 
@@ -73,13 +71,6 @@ async def detect_server(http: httpx.AsyncClient) -> tuple[ServerKind, str]:
         raise RuntimeError("the server lists no models")
     kind: ServerKind = "tether" if any(isinstance(c.get("tether"), Mapping) for c in cards) else "openai"
     return kind, str(cards[0]["id"])
-
-
-def _internal_generations(preset: str, notes: list[dict[str, Any]]) -> int:
-    """Server-side re-generations: every re-pick, and every repair attempt (full/strict)."""
-    kinds = Counter(str(n.get("kind")) for n in notes)
-    repairs = kinds["args_repaired"] + (kinds["args_invalid"] if preset in _REPAIRING else 0)
-    return kinds["repick"] + repairs
 
 
 class ChatClient:
@@ -173,7 +164,9 @@ class ChatClient:
         self._reply(data, reply)
         ext = data.get("tether") or {}
         reply.interventions = list(ext.get("interventions") or [])
-        extra = _internal_generations(preset, reply.interventions)
+        # The server's own count of model runs (re-pick, repair, re-ask, re-decided answer); absent: one.
+        runs = ext.get("generations")
+        extra = runs - 1 if isinstance(runs, int) and runs > 1 else 0
         reply.model_calls += extra
         reply.retries += extra
         return reply

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from tether.config import ConstrainMode
+__all__ = ["PRESETS", "PRESET_NAMES", "ConstrainMode", "GuardConfig", "PresetName", "preset"]
 
-__all__ = ["PRESETS", "PRESET_NAMES", "GuardConfig", "PresetName", "preset"]
+ConstrainMode = Literal["off", "names", "strict"]  # layer 0: none, offered names only, schema-valid
 
 PresetName = Literal["bare", "names", "resolve", "rescue", "full", "strict"]
 PRESET_NAMES: tuple[PresetName, ...] = ("bare", "names", "resolve", "rescue", "full", "strict")

@@ -123,7 +123,9 @@ def create_app(
             stats=stats,
             on_generation=recorder.generation,
         )
-    default_guard = replace(PRESETS[config.preset], constrain=config.constrain)
+    default_guard = PRESETS[config.preset]
+    if config.constrain is not None:
+        default_guard = replace(default_guard, constrain=config.constrain)
     sessions = open_session_store(  # memory, or Redis shared by replicas (docs/deploy.md)
         config.session_store,
         [load_workflow(path) for path in config.workflows],

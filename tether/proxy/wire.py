@@ -248,11 +248,14 @@ def session_of(request: Request) -> SessionRef | None:
 
 def interventions_field(finish: FinishOut) -> dict[str, Any]:
     """The ``tether`` extension of a reply, for every protocol: ``layers`` (what the backend gets; no
-    ``layer0_*`` entry means the post-hoc guard only) and ``interventions`` when there were any;
-    ``{}`` when there is neither."""
+    ``layer0_*`` entry means the post-hoc guard only), ``interventions`` when there were any, and
+    ``generations`` when the reply took more than one model run (its ``usage`` sums them all);
+    ``{}`` when there is none of these."""
     extra: dict[str, Any] = {}
     if finish.layers:
         extra["layers"] = list(finish.layers)
     if finish.interventions:
         extra["interventions"] = [i.to_dict() for i in finish.interventions]
+    if finish.usage.generations > 1:
+        extra["generations"] = finish.usage.generations
     return {"tether": extra} if extra else {}

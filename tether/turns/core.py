@@ -199,7 +199,7 @@ class ChatCore:
             notes = tuple(steered()) if callable(steered) else ()
             for note in notes:
                 self.stats.record(note)
-            usage = Usage(len(prepared.prompt_ids), generated, len(prepared.prompt_ids))
+            usage = Usage(len(prepared.prompt_ids), generated, len(prepared.prompt_ids), generations=1)
             async for answered in self._answer_instead(prepared, usage, notes):
                 yield answered
             return
@@ -209,6 +209,7 @@ class ChatCore:
             len(prepared.prompt_ids),
             done.completion_tokens if done else generated,
             done.prompt_tokens_evaluated if done else len(prepared.prompt_ids),
+            generations=1,
         )
         # Calls leave after the generation has released its slot: the guard may need the engine again.
         finish = self._finish(

@@ -65,7 +65,7 @@ class SchedulerRegenerator:
         if len(ids) + max_tokens >= self.engine.info.n_ctx:
             return "", Usage()
         parts: list[str] = []
-        usage = Usage(len(ids), 0, len(ids))
+        usage = Usage(len(ids), 0, len(ids), generations=1)
         params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
         local = self.engine.info.local_logits
         events = self.scheduler.generate(
@@ -80,7 +80,7 @@ class SchedulerRegenerator:
                 if isinstance(ev, Token):
                     parts.append(ev.text)
                 elif isinstance(ev, Done):
-                    usage = Usage(ev.prompt_tokens, ev.completion_tokens, ev.prompt_tokens_evaluated)
+                    usage = Usage(ev.prompt_tokens, ev.completion_tokens, ev.prompt_tokens_evaluated, 1)
         return "".join(parts), usage
 
     async def _pick(self, request: PickName) -> Regenerated:

@@ -16,11 +16,10 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 
 from tether.chat import Message
-from tether.config import ConstrainMode
 from tether.engine.base import SamplingParams
 from tether.errors import EngineError
 from tether.grammar.formats.base import ToolSpec
-from tether.guardrails.presets import GuardConfig
+from tether.guardrails.presets import ConstrainMode, GuardConfig
 from tether.turns.core import ChatCore, Prepared
 from tether.turns.events import ChatJob, ToolChoice, collect
 

@@ -56,19 +56,19 @@ def _ok(message: dict[str, Any], **extra: Any) -> httpx.Response:
     return httpx.Response(200, json=_completion(message, **extra))
 
 
-async def test_tether_server_gets_the_preset_and_internal_generations_count() -> None:
+async def test_tether_server_gets_the_preset_and_its_generation_count() -> None:
     notes = [{"kind": "repick"}, {"kind": "args_invalid"}, {"kind": "name_resolved"}]
-    reply = _ok(_calls("get_weather", '{"city": "Paris"}'), tether={"interventions": notes})
+    reply = _ok(_calls("get_weather", '{"city": "Paris"}'), tether={"interventions": notes, "generations": 3})
     http, bodies = _server([reply, _ok(_calls("get_weather", "{}"), tether={"interventions": notes})])
     client = ChatClient(http, "m1", "tether")
     full = await client.chat([{"role": "user", "content": "hi"}], TOOLS, "full", seed=3, max_tokens=9)
     assert (
         bodies[0]["tether"] == {"preset": "full"} and bodies[0]["seed"] == 3 and bodies[0]["max_tokens"] == 9
     )
-    assert full.model_calls == 3 and full.retries == 2  # one re-pick + one repair attempt
+    assert full.model_calls == 3 and full.retries == 2  # the server's count, not the notes'
     assert full.prompt_tokens == 10 and full.cached_tokens == 4
     names = await client.chat([{"role": "user", "content": "hi"}], TOOLS, "names")
-    assert names.model_calls == 2  # no repair in this preset: args_invalid is only a note
+    assert names.model_calls == 1 and names.retries == 0  # no count: the one run
     await http.aclose()
 
 

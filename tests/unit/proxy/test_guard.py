@@ -69,6 +69,7 @@ async def test_alias_resolves_and_string_number_is_coerced(scripted) -> None:
     assert tc["function"]["name"] == "read_file"
     assert json.loads(tc["function"]["arguments"]) == {"path": "a.txt", "limit": 5}
     assert kinds(r) == ["name_resolved", "args_coerced"]
+    assert "generations" not in r["tether"]  # one model run
 
 
 async def test_unknown_name_goes_to_a_constrained_repick(scripted) -> None:
@@ -78,6 +79,7 @@ async def test_unknown_name_goes_to_a_constrained_repick(scripted) -> None:
     assert tc["function"]["name"] == "run_command"
     assert "repick" in kinds(r)
     assert "There is no tool named 'frobnicate'" in engines[0].prompts[-1]
+    assert r["tether"]["generations"] == len(engines[0].prompts) == 2  # usage sums both runs
 
 
 async def test_repick_can_only_land_on_an_offered_name(scripted) -> None:
@@ -188,6 +190,7 @@ async def test_a_call_missing_a_required_value_nobody_said_is_abstained(scripted
     assert r["choices"][0]["message"]["content"] == "Which season do you mean?"
     assert kinds(r) == ["call_abstained", "answer_redecided"]
     assert r["tether"]["interventions"][0]["detail"] == "the conversation does not say its season"
+    assert r["tether"]["generations"] == 2
     said = {"messages": [{"role": "user", "content": "Manchester United's top scorer in 2020-2021?"}]}
     client, _ = scripted([guess])
     r = (
@@ -430,11 +433,13 @@ async def test_a_fitting_call_with_a_made_up_name_is_asked_again_within_the_requ
     r = (await client.post("/v1/chat/completions", json=request)).json()
     assert r["choices"][0]["message"]["content"] == "Brasilia."
     assert kinds(r) == ["call_abstained", "answer_redecided"]
+    assert r["tether"]["generations"] == 3  # the turn, the re-ask that failed, the answer
     # A tool that does not fit the request is not asked again.
     other = {"messages": [{"role": "user", "content": "Who painted the Mona Lisa?"}], "tools": [CAPITAL]}
     client, engines = scripted([call("country_capital", {"country": "Italy"}), "Leonardo da Vinci."])
     r = (await client.post("/v1/chat/completions", json={**body(preset="strict"), **other})).json()
     assert kinds(r) == ["call_abstained", "answer_redecided"] and len(engines[0].prompts) == 2
+    assert r["tether"]["generations"] == 2
 
 
 async def test_variants_of_one_call_merge_into_it(scripted) -> None:

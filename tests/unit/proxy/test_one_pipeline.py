@@ -258,5 +258,17 @@ async def test_usage_counts_the_repick_and_the_repair(proto: Protocol) -> None:
         ).json()
     assert proto.calls(r) == ["read_file"]
     assert notes(r) == ["repick", "args_repaired"]
-    assert len(engine.prompts) == 3
+    assert len(engine.prompts) == 3 and r["tether"]["generations"] == 3
     assert proto.tokens(r) == len(main) + len(repick) + len(repair)  # one token per byte, every generation
+
+
+async def test_the_default_preset_brings_its_own_layer_0() -> None:
+    """A ``ServerConfig`` that names no ``constrain`` gets the preset's: strict arguments under ``strict``."""
+    for config, mode in (
+        (ServerConfig(), "strict"),
+        (ServerConfig(preset="full"), "names"),
+        (ServerConfig(preset="bare"), "off"),
+        (ServerConfig(constrain="off"), "off"),
+    ):
+        app = create_app(config, Scheduler([ScriptedEngine([])]))
+        assert app.state.tether.default_guard.constrain == mode, config
