@@ -49,8 +49,12 @@ class Front:
 
 @pytest.fixture
 def front(llama_server: str, backend_engines: list[LlamaServerEngine]) -> Iterator[Front]:
-    """The front tether (post-hoc guard, preset full) over a bare tether over the llama-server."""
-    back = create_app(ServerConfig(preset="bare", slots=2), Scheduler(list(backend_engines)))
+    """The front tether (post-hoc guard, preset full) over a tether with layer 0 on offered names and no
+    guard (``bare`` plus ``constrain: names``: unconstrained, the 135M model rarely writes a call at all)
+    over the llama-server."""
+    back = create_app(
+        ServerConfig(preset="bare", constrain="names", slots=2), Scheduler(list(backend_engines))
+    )
     with serving(back) as back_url:
         model = str(httpx.get(f"{back_url}/v1/models", timeout=10).json()["data"][0]["id"])
         cfg = ServerConfig(
@@ -92,8 +96,8 @@ def test_tool_calls_come_through_the_post_hoc_guard(front: Front) -> None:
 
 
 def test_a_streamed_call_arrives_in_tool_call_deltas(front: Front) -> None:
-    # Unconstrained behind the bare back server, the model answers some requests in prose: take the
-    # first of a few (greedy, so always the same one) that comes back as a call.
+    # With only names constrained behind the back server, the model answers some requests in prose:
+    # take the first of a few (greedy, so always the same one) that comes back as a call.
     for case in CASES[:8]:
         body = _body(front, case, stream=True, stream_options={"include_usage": True})
         calls, finish, usage = stream_tool_calls(front.url, body, timeout=180)
