@@ -124,6 +124,29 @@ class Regenerator(Protocol):
     async def regenerate(self, request: Request) -> Regenerated: ...
 
 
+def _request_key(request: Request) -> str:
+    """What a request's prompt is made of, besides the conversation (the same within one reply)."""
+    call = request.call
+    shown = [call.name, call.raw or "", json.dumps(dict(call.arguments), sort_keys=True, default=str)]
+    if isinstance(request, PickName):
+        return json.dumps(["pick", *shown])
+    tool = [request.tool.name, request.tool.description, request.tool.parameters]
+    errors = [[e.path, e.message, e.expected, e.schema_fragment, e.got] for e in request.errors]
+    return json.dumps(["fix", *shown, tool, errors], sort_keys=True, default=str)
+
+
+def _asking(
+    request: Request, asked: dict[str, Regenerated | None]
+) -> Generator[Request, Regenerated | None, tuple[Regenerated | None, Usage]]:
+    """Ask the model once per distinct request in a reply: regenerations are greedy, so a repeated
+    call (the model's habit) gets the first one's answer without a second generation."""
+    key = _request_key(request)
+    if key in asked:
+        return asked[key], Usage()
+    answer = asked[key] = yield request
+    return answer, answer.usage if answer is not None else Usage()
+
+
 @dataclass(frozen=True)
 class GuardResult:
     """The calls still standing, in order, each with its verdict; ``refused_text`` holds the text
@@ -184,6 +207,7 @@ def guard_steps(
     checked: list[tuple[ToolCall, CallVerdict]] = []
     usage = Usage()
     seen: dict[str, int] = {}
+    asked: dict[str, Regenerated | None] = {}  # one generation per distinct request
     spoken: Grounding | None = None  # the conversation, prepared on first use
     lone = len({_key(c) for c in calls}) == 1  # one call, however often the model repeated it
     answered = _answered_last_turn(history) if config.end_loops else frozenset()
@@ -211,8 +235,8 @@ def guard_steps(
                 )
                 call = call.with_repairs("name_resolved", name=name)
         if name is None and config.repick and can_regenerate:
-            answer = yield PickName(history, tuple(tools), call)
-            usage = usage + (answer.usage if answer else Usage())
+            answer, used = yield from _asking(PickName(history, tuple(tools), call), asked)
+            usage = usage + used
             picked = answer.value if answer is not None else None
             name = picked if isinstance(picked, str) and picked in by_name else None
             why = "constrained re-pick" if name else "re-pick found nothing offered"
@@ -250,8 +274,9 @@ def guard_steps(
                 )
             errors = check.errors
             if errors and config.repair and can_regenerate:
-                answer = yield FixArguments(history, by_name[name], call, errors)
-                usage = usage + (answer.usage if answer else Usage())
+                repair = FixArguments(history, by_name[name], call, errors)
+                answer, used = yield from _asking(repair, asked)
+                usage = usage + used
                 fixed = answer.value if answer is not None else None
                 if isinstance(fixed, dict) and checker.check(fixed).ok:
                     detail = "regenerated under the schema grammar"
@@ -270,8 +295,9 @@ def guard_steps(
                 request = request_text(history)
                 narrowed = regrounded_tool(call, tool, found.unsaid, request, spoken, config.reground_min)
                 if narrowed is not None:
-                    answer = yield FixArguments(history, narrowed[0], call, narrowed[1])
-                    usage = usage + (answer.usage if answer else Usage())
+                    reask = FixArguments(history, narrowed[0], call, narrowed[1])
+                    answer, used = yield from _asking(reask, asked)
+                    usage = usage + used
                     fixed = answer.value if answer is not None else None
                     again = check_call(fixed, tool.parameters, spoken) if isinstance(fixed, dict) else None
                     if isinstance(fixed, dict) and again is not None and not again.unsaid:

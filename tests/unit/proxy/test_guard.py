@@ -99,6 +99,20 @@ async def test_missing_required_argument_is_repaired_under_the_schema(scripted) 
     assert "path" in engines[0].prompts[-1]
 
 
+async def test_a_repeated_call_is_repaired_once(scripted) -> None:
+    """The model's habit of writing its call twice costs one repair, not two: regenerations are
+    greedy, so the repeat gets the first answer (and is then dropped as a duplicate)."""
+    broken = ("read_file", {"limit": 3})
+    reply = calls(broken, broken, ("run_command", {}))
+    client, engines = scripted([reply, '{"path": "a.txt"}', '{"command": "ls"}'])
+    r = (await client.post("/v1/chat/completions", json=body())).json()
+    message = r["choices"][0]["message"]
+    got = [(tc["function"]["name"], json.loads(tc["function"]["arguments"])) for tc in message["tool_calls"]]
+    assert got == [("read_file", {"path": "a.txt"}), ("run_command", {"command": "ls"})]
+    assert kinds(r) == ["args_repaired", "args_repaired", "duplicate_dropped", "args_repaired"]
+    assert len(engines[0].prompts) == 3 and r["tether"]["generations"] == 3  # the turn and two repairs
+
+
 async def test_unrepairable_arguments_are_reported_precisely(scripted) -> None:
     client, _ = scripted(
         [call("read_file", {"limit": 3})],
