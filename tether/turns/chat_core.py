@@ -171,11 +171,9 @@ class ChatBackendCore(ChatCore):
         prompt = estimate_tokens(request.messages, request.tools)
         if end is not None and end.usage is not None:
             used = end.usage
-            if used.prompt_tokens:
-                return Usage(used.prompt_tokens, used.completion_tokens, used.prompt_tokens_evaluated, 1)
-            return Usage(prompt, used.completion_tokens, used.prompt_tokens_evaluated, 1)
+            return replace(used, prompt_tokens=used.prompt_tokens or prompt, generations=1)
         chars = len(text) + sum(len(c.name) + len(json.dumps(dict(c.arguments), default=str)) for c in calls)
-        return Usage(prompt, -(-chars // CHARS_PER_TOKEN), prompt, 1)
+        return Usage(prompt, -(-chars // CHARS_PER_TOKEN), prompt, generations=1)
 
     async def run(self, prepared: Prepared) -> AsyncIterator[TurnEvent]:
         """Stream turn events; closing the iterator closes the backend's stream."""
