@@ -80,7 +80,9 @@ class SchedulerRegenerator:
                 if isinstance(ev, Token):
                     parts.append(ev.text)
                 elif isinstance(ev, Done):
-                    usage = Usage(ev.prompt_tokens, ev.completion_tokens, ev.prompt_tokens_evaluated, generations=1)
+                    usage = Usage(
+                        ev.prompt_tokens, ev.completion_tokens, ev.prompt_tokens_evaluated, generations=1
+                    )
         return "".join(parts), usage
 
     async def _pick(self, request: PickName) -> Regenerated:
