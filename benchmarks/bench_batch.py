@@ -14,7 +14,11 @@ Measured:
 2. 8 agents sharing a ~1,300-token system prompt, sent at once: TTFT and prompt tokens evaluated;
 3. strict tool calls (tether's default preset) with and without jump-forward + speculation, and
    prose decode with and without (speculation must leave unconstrained decoding alone);
-4. the batched runner's per-step profile (from ``/health``): time in ``llama_decode`` vs the rest.
+4. the batched runner's per-step profile (from ``/health``): time in ``llama_decode`` vs the rest, and
+   per strict call: decode steps, tokens evaluated and time in ``llama_decode`` on each side;
+5. llama.cpp's own decode costs with no server (``benchmarks/_kernel.py``), after the servers have
+   stopped: one sequence vs eight per step, and one sequence with K tokens per step. These bound what
+   any server can gain from batching or from appending forced and drafted tokens on this machine.
 
 Usage: .venv/bin/python -m benchmarks.bench_batch [--rounds 2] [--tokens 96] [--threads 2]
 """
@@ -35,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks._kernel import kernel_costs
 from benchmarks._servers import llama_server, tether_server
 from benchmarks.bench_backend import TOOL as WEATHER_TOOL
 from tether.engine.locate import bundled_model_path
@@ -166,6 +171,14 @@ async def tool_call(base: str, i: int) -> tuple[float, int]:
         return time.perf_counter() - started, int(r.json()["usage"]["completion_tokens"])
 
 
+def _profiled_call(base: str, i: int) -> tuple[float, int, dict[str, float]]:
+    """``tool_call`` with what the runner did for it: steps, tokens evaluated, seconds in llama_decode."""
+    before = httpx.get(f"{base}/health", timeout=10).json()["batch"]
+    took, tokens = asyncio.run(tool_call(base, i))
+    after = httpx.get(f"{base}/health", timeout=10).json()["batch"]
+    return took, tokens, {k: after[k] - before[k] for k in ("steps", "decoded", "decode_s")}
+
+
 def _alternate(sides: list[str], rounds: int, run: Callable[[str, int], Any]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {s: [] for s in sides}
     for r in range(rounds):
@@ -232,16 +245,16 @@ def main() -> None:
             args.rounds,
             lambda s, r: asyncio.run(shared_prefix(bases[s], uuid.uuid4().hex[:8])),
         )
-        calls = _alternate(
-            ["batched", "no-spec"], args.calls, lambda s, r: asyncio.run(tool_call(bases[s], r))
-        )
-        prose = _alternate(
+        calls = _alternate(["batched", "no-spec"], args.calls, lambda s, r: _profiled_call(bases[s], r))
+        prose = _alternate(  # the same code on both sides (nothing to force or draft): many rounds
             ["batched", "no-spec"],
-            args.rounds * 2,
+            args.rounds * 4,
             lambda s, r: asyncio.run(throughput(bases[s], 1, args.tokens, r)),
         )
         profile = httpx.get(f"{bases['batched']}/health", timeout=10).json().get("batch", {})
+    costs = kernel_costs(model, threads=args.threads)
     report(args, rates, prefix, calls, prose, profile, step_ms)
+    report_kernel(costs, rates, calls)
 
 
 def report(
@@ -286,6 +299,33 @@ def report(
               f"and {(profile['step_s'] - profile['decode_s']) / steps * 1000:.2f} ms around it per step; "
               f"{profile['forced']} tokens forced, {profile['accepted']}/{profile['drafted']} drafts accepted, "
               f"{profile['shared']} prompt tokens shared")  # fmt: skip
+
+
+def report_kernel(
+    costs: dict[str, float], rates: dict[int, dict[str, list[float]]], calls: dict[str, list[Any]]
+) -> None:
+    """Where the time goes: the strict calls' decode profile, and llama.cpp's own costs with no server."""
+    mean = statistics.mean
+    print("\n| strict call, per call | decode steps | tokens evaluated | ms in llama_decode | ms in all |")
+    print("|---|---:|---:|---:|---:|")
+    for side in ("no-spec", "batched"):
+        rows = calls[side]
+        print(f"| {side} | {mean(c[2]['steps'] for c in rows):.1f} | {mean(c[2]['decoded'] for c in rows):.1f} | "
+              f"{mean(c[2]['decode_s'] for c in rows) * 1000:.0f} | {mean(c[0] for c in rows) * 1000:.0f} |")  # fmt: skip
+    one, eight = costs["1x1"], costs["8x1"]
+    print("\n| llama.cpp alone, ms per decode | 1x1 | 8x1 | 1x2 | 1x4 | 1x8 |")
+    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| one context, 8 KV streams | "
+        + " | ".join(f"{costs[k]:.1f}" for k in ("1x1", "8x1", "1x2", "1x4", "1x8"))
+        + " |"
+    )
+    served = mean(rates[8]["batched"]) / mean(rates[0]["batched"])
+    print(f"\nceiling at N=8 over serial decoding: 8 x {one:.1f} / {eight:.1f} = {8 * one / eight:.2f}x "
+          f"(batched server: {served:.2f}x over its serial requests)")  # fmt: skip
+    appended = (costs["1x8"] - one) / 7
+    print(f"a token appended to a step (forced or drafted) still costs {appended:.1f} ms, "
+          f"{appended / one:.0%} of a one-token step")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -108,12 +108,14 @@ class ToolConstraint:
 
     def forced_next(self, ids: npt.NDArray[np.intc]) -> int | None:
         """The only token the step after ``ids`` allows, or None (jump-forward: an engine may append it
-        without sampling). Stands for that step's call: whatever the call would record, this does."""
+        without sampling). Where only end-of-reply tokens are left (a closed call list), the first of
+        them: whichever a sampler took, the reply ends there with the same text. Stands for that
+        step's call: whatever the call would record, this does."""
         self._catch_up(ids)
         if self.state is None:
             return None
         mask = self.masks.mask(self.state)
-        if mask.allowed is None or mask.allowed.size != 1:
+        if mask.allowed is None or not (mask.allowed.size == 1 or self._ends(mask.allowed)):
             return None
         if self.steering.decide and self.decision is None and self.masks.split(self.state) is not None:
             return None
@@ -123,7 +125,12 @@ class ToolConstraint:
         # The call-list rules only narrow the mask; one that empties it is left to the sampler.
         row = self._shape(np.zeros(self.vocab.size, dtype=np.single))
         kept = np.flatnonzero(np.isfinite(row))
-        return int(kept[0]) if kept.size == 1 else None
+        return int(kept[0]) if kept.size == 1 or self._ends(kept) else None
+
+    def _ends(self, tokens: npt.NDArray[np.integer]) -> bool:
+        """True when ``tokens`` are only end-of-reply ids (and at least one)."""
+        eos = self.vocab.eos_ids
+        return 0 < tokens.size <= len(eos) and all(int(t) in eos for t in tokens)
 
     # The engine seam.
     def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:

@@ -19,6 +19,7 @@ runners and, at the end, closes them and checks that no context saw a breach.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -307,6 +308,16 @@ class Grammar:
         return masked
 
 
+def toy_pieces(size: int = 64) -> list[bytes]:
+    """A toy vocabulary: token ``i`` reads ``<i>``."""
+    return [f"<{i}>".encode() for i in range(size)]
+
+
+def toy_tokenize(data: bytes) -> list[int]:
+    """The toy vocabulary's tokenizer: every whole ``<i>``; a cut-off one at the end is dropped."""
+    return [int(m) for m in re.findall(rb"<(\d+)>", data)]
+
+
 class Rig:
     """Starts runners over scripted contexts; :meth:`close_all` closes them and checks they ran clean."""
 
@@ -319,9 +330,14 @@ class Rig:
         *,
         eos: Iterable[int] = (),
         options: BatchOptions | None = None,
+        text: bool = False,
     ) -> tuple[BatchRunner, ScriptedContext]:
+        """``text``: the runner also gets the toy vocabulary (:func:`toy_pieces`) for text drafts."""
         ctx = ctx or ScriptedContext()
-        runner = BatchRunner(ctx, n_seq=ctx.n_seq, eos=frozenset(eos), options=options or BatchOptions())
+        vocab = {"pieces": toy_pieces(), "tokenize": toy_tokenize} if text else {}
+        runner = BatchRunner(
+            ctx, n_seq=ctx.n_seq, eos=frozenset(eos), options=options or BatchOptions(), **vocab
+        )
         self.started.append((runner, ctx))
         return runner, ctx
 

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tests.unit.grammar.test_constraint import TOOLS, constraint_for
-from tether.engine.batch.draft import Forcing, forced_tokens, forcing_of, lookup_draft
+from tether.engine.batch.draft import Forcing, forced_tokens, forcing_of, lookup_draft, text_draft
 from tether.engine.processors import Chain, chain
 
 
@@ -121,10 +121,10 @@ def test_forced_tokens_stop_at_the_limit() -> None:
     assert forced_tokens(Script([1, 2, 3, 10]), buffer([1, 2, 3], 10), 3, limit=0, eos=frozenset()) == []
 
 
-def test_forced_tokens_stop_before_eos() -> None:
+def test_a_forced_eos_is_the_last_forced_token() -> None:
     buf = buffer([1, 2, 3], 10)
-    assert forced_tokens(Script([1, 2, 3, 10, 0, 12]), buf, 3, limit=8, eos=frozenset({0})) == [10]
-    assert buf.tolist()[3:5] == [10, -1]  # EOS is left to the sampler: it ends the reply
+    assert forced_tokens(Script([1, 2, 3, 10, 0, 12]), buf, 3, limit=8, eos=frozenset({0})) == [10, 0]
+    assert buf.tolist()[3:6] == [10, 0, -1]  # nothing is asked after EOS: the reply ends there
 
 
 def test_forced_tokens_stop_at_the_end_of_the_buffer() -> None:
@@ -137,3 +137,45 @@ def test_forced_tokens_start_after_n_not_after_the_buffer() -> None:
     buf = np.asarray([1, 2, 3, 99, 99], dtype=np.intc)  # stale ids past n are not read
     assert forced_tokens(Script([1, 2, 3, 10, 11]), buf, 3, limit=8, eos=frozenset()) == [10, 11]
     assert buf.tolist() == [1, 2, 3, 10, 11]
+
+
+PIECES = [b"", b" src", b"src", b"/", b"app", b".py", b' "', b"Read", b" the", b" file", b",", b"B", b"Bu", b"enos"]  # fmt: skip
+
+
+def toy(data: bytes) -> list[int]:
+    """Greedy longest-piece tokenizer over ``PIECES`` (enough for these texts)."""
+    out, i = [], 0
+    while i < len(data):
+        k = max(
+            (k for k, p in enumerate(PIECES) if p and data.startswith(p, i)), key=lambda k: len(PIECES[k])
+        )
+        out.append(k)
+        i += len(PIECES[k])
+    return out
+
+
+def test_text_draft_places_a_copy_whose_first_token_differs_from_its_source() -> None:
+    prompt = toy(b"Read the file src/app.py,")  # " src" in the sentence
+    run = toy(b' "src')  # `"src` in the value: the opening quote is not copied
+    seq = ids(*prompt, *run)
+    got = text_draft(seq, len(prompt), pieces=PIECES, tokenize=toy, max_draft=8)
+    assert got == toy(b"/app.py,")
+
+
+def test_text_draft_waits_for_enough_text_and_gives_up_where_it_is_not_found() -> None:
+    prompt = toy(b"Read the file src/app.py")
+
+    def draft(copy: bytes) -> list[int] | None:
+        return text_draft(ids(*prompt, *toy(copy)), len(prompt), pieces=PIECES, tokenize=toy, max_draft=8)
+
+    assert draft(b' "B') is None
+    assert draft(b' "Bu') == []
+
+
+def test_text_draft_needs_the_copy_to_tokenize_as_the_model_wrote_it() -> None:
+    prompt = toy(b"Read the file src/app.py")
+    written = [6, 11, 12]  # ' "', "B", "Bu": not how the tokenizer would split "BBu"
+    seq = ids(*prompt, *written)
+    assert text_draft(seq, len(prompt), pieces=PIECES, tokenize=toy, max_draft=8) == []
+    seq = ids(*toy(b"Bu/app.py"), *toy(b' "Bu'))  # the same text, split the tokenizer's way
+    assert text_draft(seq, 4, pieces=PIECES, tokenize=toy, max_draft=2) == toy(b"/app")

@@ -162,6 +162,33 @@ def test_forced_tokens_ride_along_with_the_sampled_one(rig: Rig, max_tokens: int
     assert (plain_runner.stats.forced, masks.calls) == (0, max_tokens)
 
 
+def test_a_forced_eos_ends_the_reply_without_decoding_what_it_closes(rig: Rig) -> None:
+    runner, ctx = rig(eos={0})
+    grammar = Grammar(6, [30, 31, 0])
+    runner.submit(forced := job(0, [1, 2, 3], 20, processor=grammar))
+    out = tokens(forced)
+    settle(runner)
+    assert out == [4, 5, 6, 30, 31, 0]
+    assert (runner.stats.forced, grammar.calls) == (3, 3)
+    # 6, 30 and 31 are never decoded: nothing is sampled after them.
+    assert runner.held[0] == ctx.cells[0] == [1, 2, 3, 4, 5]
+    assert len(ctx.batches) == 3
+    plain_runner, plain_ctx = rig(eos={0}, options=BatchOptions(jump_forward=False, draft_tokens=0))
+    plain_runner.submit(plain := job(0, [1, 2, 3], 20, processor=Grammar(6, [30, 31, 0])))
+    assert tokens(plain) == out
+    settle(plain_runner)
+    assert len(plain_ctx.batches) == 6
+
+
+def test_a_reply_the_grammar_ends_at_once_is_never_decoded_past_its_prompt(rig: Rig) -> None:
+    runner, ctx = rig(eos={0})
+    runner.submit(j := job(0, [1, 2, 6], 5, processor=Grammar(6, [30, 0])))
+    assert tokens(j) == [30, 0]
+    settle(runner)
+    assert runner.stats.forced == 2
+    assert ctx.batches == []  # the prompt alone asks for no logits: nothing to decode
+
+
 def test_tokens_forced_right_after_the_prompt_are_prefilled_with_it(rig: Rig) -> None:
     runner, ctx = rig()
     runner.submit(j := job(0, [1, 2, 6], 5, processor=Grammar(6, [30, 31, 32])))
@@ -207,6 +234,33 @@ def test_a_draft_never_runs_past_max_tokens(rig: Rig) -> None:
     runner, out = speculate(rig, ScriptedContext(), 8)
     assert out == list(range(2, 10))
     assert runner.stats.accepted == runner.stats.drafted == 4
+
+
+def test_a_copy_is_placed_by_its_text_from_its_first_token(rig: Rig) -> None:
+    model = ScriptedContext()
+    runner, _ = rig(model, text=True)
+    runner.submit(j := job(0, REPEATING, 12, processor=Grammar(copying=True)))
+    assert tokens(j) == list(range(2, 14))
+    settle(runner)
+    # "<2>" is found in the prompt at once: 3..10 ride along with it, then one n-gram draft (12).
+    assert (runner.stats.drafted, runner.stats.accepted) == (9, 9)
+    assert model.batches[1] == [Cell(0, 16 + k, 2 + k, True) for k in range(9)]
+    assert len(model.batches) == 3  # an n-gram alone needs a step more (test above)
+
+
+def test_a_text_draft_that_missed_leaves_the_copy_its_n_gram_drafts(rig: Rig) -> None:
+    # The prompt has 2 before 30, but the model goes on counting after 2: the text draft (30..) is
+    # rejected at once; then the run's own 3-gram (2, 3, 4) is found in the prompt and drafts 5.. .
+    prompt = [2, 30, 31, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 1]
+    model = ScriptedContext()
+    runner, _ = rig(model, text=True)
+    runner.submit(j := job(0, prompt, 12, processor=Grammar(copying=True)))
+    assert tokens(j) == list(range(2, 14))
+    settle(runner)
+    assert runner.stats.accepted >= 5  # 5..9 after the 3-gram, despite the text draft's miss
+    plain_runner, _ = rig(ScriptedContext(), options=BatchOptions(draft_tokens=0))
+    plain_runner.submit(plain := job(0, prompt, 12, processor=Grammar(copying=True)))
+    assert tokens(plain) == list(range(2, 14))
 
 
 @pytest.mark.parametrize(

@@ -163,3 +163,24 @@ def test_copying_holds_only_inside_an_argument_string() -> None:
     assert c.copying(as_ids(ids))
     done = [*ids, *(tok(vocab, ch) for ch in '"}}]}')]
     assert not c.copying(as_ids(done))
+
+
+def test_a_closed_call_list_forces_an_end_of_reply_token_among_several() -> None:
+    """Models have several end tokens (``<|endoftext|>``, ``<|im_end|>``); once the call list is
+    closed they are all the mask leaves, and whichever is taken the reply ends with the same text."""
+    base = make_vocab()
+    vocab = TokenVocab.from_pieces([*base.pieces, b"<|im_end|>"], eos_ids=[EOS, base.size], excluded=[])
+    _, c = constraint_for("generic", "strict", tools=TOOLS[:1], vocab=vocab, required=True, parallel=False)
+    text = f'{{"tool_calls": [{READ_CALL}]}}'.encode()
+    ids = [*PROMPT, *(tok(vocab, bytes((b,)).decode()) for b in text)]
+    _, plain = constraint_for(
+        "generic", "strict", tools=TOOLS[:1], vocab=vocab, required=True, parallel=False
+    )
+    row = plain(as_ids(ids), np.zeros(vocab.size, dtype=np.single))
+    assert finite(row) == {EOS, base.size}
+    assert c.forced_next(as_ids(ids)) == EOS
+    assert c.stats == plain.stats
+    _, early = constraint_for(
+        "generic", "strict", tools=TOOLS[:1], vocab=vocab, required=True, parallel=False
+    )
+    assert early.forced_next(as_ids(ids[:-1])) == tok(vocab, "}")  # before the last `}`: that one

@@ -6,10 +6,15 @@ about batches. *Jump-forward* (:func:`forced_tokens`) asks the processor chain's
 so appending it without a decode step changes nothing. *Prompt lookup* (:func:`lookup_draft`)
 proposes the tokens that followed the latest earlier occurrence of the last few ids; the
 runner verifies a draft against the model's own greedy choice under the mask, step by step.
+A copy that has just begun has no ids of its own to match yet, and its first token rarely
+equals the source's (``"src`` inside a JSON string, `` src`` in the sentence), so
+:func:`text_draft` matches its *text* instead and drafts the source's continuation in the
+model's own tokenization.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -17,7 +22,7 @@ import numpy.typing as npt
 
 from tether.engine.base import LogitsProcessor
 
-__all__ = ["Forcing", "forced_tokens", "forcing_of", "lookup_draft"]
+__all__ = ["Forcing", "forced_tokens", "forcing_of", "lookup_draft", "text_draft"]
 
 
 @runtime_checkable
@@ -47,15 +52,18 @@ def forced_tokens(
     forcing: Forcing, ids: npt.NDArray[np.intc], n: int, *, limit: int, eos: frozenset[int]
 ) -> list[int]:
     """Up to ``limit`` tokens the grammar forces after ``ids[:n]``; ``ids`` has room for them and
-    receives them (the processor reads its ids from this buffer)."""
+    receives them (the processor reads its ids from this buffer). A forced EOS is the last one:
+    it ends the reply, so neither it nor the tokens before it need a decode."""
     out: list[int] = []
     while len(out) < limit and n < ids.shape[0]:
         token = forcing.forced_next(ids[:n])
-        if token is None or token in eos:
+        if token is None:
             break
         ids[n] = token
         n += 1
         out.append(token)
+        if token in eos:
+            break
     return out
 
 
@@ -75,3 +83,35 @@ def lookup_draft(
             start = int(hits[-1]) + n
             return [int(t) for t in ids[start : min(start + max_draft, size)]]
     return []
+
+
+def text_draft(
+    ids: npt.NDArray[np.intc],
+    run_start: int,
+    *,
+    pieces: Sequence[bytes],
+    tokenize: Callable[[bytes], list[int]],
+    max_draft: int,
+    min_bytes: int = 2,
+    tail_bytes: int = 64,
+) -> list[int] | None:
+    """A draft for the copy ``ids[run_start:]`` from where its text last occurs in ``ids[:run_start]``:
+    the source's next ``tail_bytes``, tokenized together with the copy so far (which must come out
+    as the copy's own ids). The copy's opening quote is not part of what it copies. None while the
+    copy has fewer than ``min_bytes`` of text (too little to place it); an empty list when it was
+    placed nowhere."""
+    n = len(pieces)
+    run = [int(t) for t in ids[run_start:]]
+    said = b"".join(pieces[t] for t in run if 0 <= t < n)
+    copied = said.lstrip(b" \t\"'")
+    if len(copied.strip()) < min_bytes:
+        return None
+    before = b"".join(pieces[t] for t in ids[:run_start].tolist() if 0 <= t < n)
+    at = before.rfind(copied)
+    if at < 0:
+        return []
+    end = at + len(copied)
+    tokens = tokenize(said + before[end : end + tail_bytes])
+    if tokens[: len(run)] != run:
+        return []
+    return tokens[len(run) : len(run) + max_draft]

@@ -58,6 +58,8 @@ class BatchedLlama(LlamaText):
             eos=self.info.eos_token_ids,
             options=self.options,
             control=self.info.control_token_ids,
+            pieces=self.token_pieces(),
+            tokenize=self._tokenize_bytes,
         )
         self._slots = [BatchSlot(self, seq) for seq in range(n_seq)]
         self._open = n_seq
@@ -70,6 +72,10 @@ class BatchedLlama(LlamaText):
             threads=threads,
             **options.describe(),
         )
+
+    def _tokenize_bytes(self, data: bytes) -> list[int]:
+        """Plain text to ids, no BOS, special-token text left as text (the runner's text drafts)."""
+        return list(self._llm.tokenize(data, add_bos=False, special=False))
 
     def slots(self) -> list[BatchSlot]:
         return list(self._slots)

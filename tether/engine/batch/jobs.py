@@ -78,6 +78,8 @@ class Job:
     # already failed in it (the copy left its source: no more guessing until the next run).
     run_start: int | None = None
     run_missed: bool = False
+    text_tried: bool = False  # the run's text has been looked up (text_draft), once per run
+    text_draft: bool = False  # the draft being verified came from that lookup
 
     def tokens(self) -> Iterator[int]:
         """The consumer's side: token ids as the runner emits them."""

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import structlog
 
 from tether.engine.base import common_prefix_len
 from tether.engine.batch.context import BatchContext
-from tether.engine.batch.draft import forced_tokens, forcing_of, lookup_draft
+from tether.engine.batch.draft import forced_tokens, forcing_of, lookup_draft, text_draft
 from tether.engine.batch.jobs import END, BatchOptions, BatchStats, Job
 from tether.engine.batch.sampler import Sampler
 from tether.errors import EngineError
@@ -44,8 +45,11 @@ class BatchRunner:
         eos: frozenset[int],
         options: BatchOptions,
         control: frozenset[int] = frozenset(),
+        pieces: Sequence[bytes] = (),
+        tokenize: Callable[[bytes], list[int]] | None = None,
     ) -> None:
         self.ctx = ctx
+        self._pieces, self._tokenize = pieces, tokenize  # for drafts matched on text (text_draft)
         self.eos = eos
         self.options = options
         self._draft_stops = eos | control  # a draft never runs on into the template's markers
@@ -156,7 +160,8 @@ class BatchRunner:
             limit = min(self._jump_cap, job.params.max_tokens - 1)
             for token in self._forced(job, limit):
                 self.stats.forced += 1
-                job.todo.append(token)
+                if token not in self.eos:
+                    job.todo.append(token)
                 if not self._emit(job, token, stored=True):
                     break
         return True
@@ -241,17 +246,31 @@ class BatchRunner:
             self._fail_job(job, EngineError(f"the logits processor failed: {exc!r}"))
             return []
         if not copying:
-            job.run_start, job.run_missed = None, False
+            job.run_start, job.run_missed, job.text_tried = None, False, False
             return []
         if job.run_start is None:
             job.run_start = job.n - 1  # the token just sampled opened the run
-        # Only an n-gram of the run itself says what is being copied: the tokens before it are the
-        # grammar's (`": "`), which match the prompt's schemas and instructions everywhere.
+        # Only the run itself says what is being copied: the tokens before it are the grammar's
+        # (`": "`), which match the prompt's schemas and instructions everywhere. Its text places it
+        # from its first token on (once); after that, an n-gram of its own ids.
         cells = self._seq_cells - job.n  # the draft's last token must still find a cell
         limit = min(self.options.draft_tokens, room - 1, self.ctx.room - len(job.pending) - 1, cells)
-        if job.run_missed or job.n - job.run_start < self.options.ngram or limit <= 0:
+        if job.run_missed or limit <= 0:
             return []
-        draft = lookup_draft(job.ids[: job.n], ngram=self.options.ngram, max_draft=limit)
+        job.text_draft = False
+        if not job.text_tried and self._tokenize is not None:
+            found = text_draft(
+                job.ids[: job.n], job.run_start, pieces=self._pieces, tokenize=self._tokenize, max_draft=limit
+            )
+            job.text_tried = found is not None
+            if found:
+                job.text_draft = True
+                return self._until_stop(found)
+        if job.n - job.run_start < self.options.ngram:
+            return []
+        return self._until_stop(lookup_draft(job.ids[: job.n], ngram=self.options.ngram, max_draft=limit))
+
+    def _until_stop(self, draft: list[int]) -> list[int]:
         stop = next((k for k, t in enumerate(draft) if t in self._draft_stops), len(draft))
         return draft[:stop]
 
@@ -274,14 +293,16 @@ class BatchRunner:
             break
         if accepted < len(draft):
             self.ctx.keep(job.seq, len(self.held[job.seq]))  # drop the rejected draft's cells
-            job.run_missed = True
+            # An n-gram draft that missed means the copy has left its source; a text one may only
+            # have placed the copy wrongly, so the run's own n-grams still get their chance.
+            job.run_missed = job.run_missed or not job.text_draft
         if job.pending and self.options.jump_forward and job.forcing is not None:
             room = min(job.params.max_tokens - job.produced, self._jump_cap)
             forced = self._forced(job, room)
             self.stats.forced += len(forced)
             for token in forced:
                 if not self._emit(job, token, stored=True):
-                    return
+                    return  # a forced EOS: the reply ends here and its pending tokens need no decode
                 job.pending.append(token)
 
     def _sample(self, job: Job, row: int) -> int | None:
