@@ -72,8 +72,6 @@ class ToolConstraint:
         counting = self.steering.end_repeats or self.steering.max_calls is not None
         self.calls = CallList(self.steering.max_calls) if plan.list_close is not None and counting else None
         self._closers: npt.NDArray[np.int32] | None = None
-        self._braces: npt.NDArray[np.int32] | None = None
-        self._closings: npt.NDArray[np.int_] = np.zeros(0, dtype=np.int_)
         self._max_marker = max((len(m) for m in plan.markers), default=0)
         if plan.from_start:
             self.stats.armed += 1
@@ -172,12 +170,9 @@ class ToolConstraint:
         """Mask tokens that would finish the list's last call and run on into another one; while the
         list is short, tokens that would finish the call and close the list cost ``short_list_bias``."""
         assert self.calls is not None
-        if self._braces is None:
-            pieces = self.vocab.pieces
-            self._braces = np.asarray([i for i, p in enumerate(pieces) if b"}" in p], dtype=np.int32)
-            self._closings = np.asarray([pieces[i].count(b"}") + pieces[i].count(b"]") for i in self._braces])
+        braces, closings = self.vocab.closing_brackets()
         # Per token, so cheap first: only a token with as many closers as open levels can finish the call.
-        deep = self._braces[self._closings >= self.calls.open_levels]
+        deep = braces[closings >= self.calls.open_levels]
         live = deep[np.isfinite(logits[deep])]
         pieces = self.vocab.pieces
         bias = self.steering.short_list_bias if self.calls.short else 0.0

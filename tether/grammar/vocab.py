@@ -46,6 +46,9 @@ class TokenVocab:
     _by_first: dict[int, npt.NDArray[np.int32]] = field(init=False, repr=False)
     _lengths: npt.NDArray[np.int32] = field(init=False, repr=False)
     _runs: dict[str, npt.NDArray[np.int32]] = field(init=False, repr=False)
+    _closers: tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None = field(
+        init=False, repr=False, default=None
+    )
 
     def __post_init__(self) -> None:
         usable = [
@@ -95,6 +98,15 @@ class TokenVocab:
     def ids_starting_with(self, first_bytes: Iterable[int]) -> npt.NDArray[np.int32]:
         parts = [self._by_first[b] for b in first_bytes if b in self._by_first]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+    def closing_brackets(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+        """The tokens holding a ``}``, and how many ``}`` and ``]`` each holds (once per vocabulary: a
+        walk over every piece, which a constraint per request must not repeat)."""
+        if self._closers is None:
+            ids = [i for i, p in enumerate(self.pieces) if b"}" in p]
+            counts = [self.pieces[i].count(b"}") + self.pieces[i].count(b"]") for i in ids]
+            self._closers = (np.asarray(ids, dtype=np.int32), np.asarray(counts, dtype=np.int32))
+        return self._closers
 
     def class_runs(self, name: str) -> npt.NDArray[np.int32]:
         """For each token, how many of its leading bytes are in byte class ``name``."""
