@@ -109,6 +109,7 @@ class ScriptedContext(BatchContext):
         self.batches: list[list[Cell]] = []  # every decode that ran, in order
         self.shares: list[tuple[int, int, int]] = []  # (src, dst, n) of every share
         self.violations: list[str] = []
+        self.unsorted: list[list[int]] = []  # the sequence order of every decode not sorted by sequence
         self.closed = False
         self._queue: list[Cell] = []
         self._rows: dict[int, npt.NDArray[np.single]] = {}
@@ -130,6 +131,9 @@ class ScriptedContext(BatchContext):
         problem = self._check(batch)
         if problem is not None:
             raise self._breach(problem)
+        order = [c.seq for c in batch]
+        if order != sorted(order):  # llama.cpp would split it into more passes over the weights
+            self.unsorted.append(order)
         counts = {seq: sum(1 for c in batch if c.seq == seq) for seq in {c.seq for c in batch}}
         if any(len(self.cells[seq]) + n > self.n_ctx // self.n_seq for seq, n in counts.items()):
             raise EngineError("the batched decode failed: no room left in the KV cache")
@@ -347,3 +351,4 @@ class Rig:
         for runner, ctx in self.started:
             assert not runner._thread.is_alive()
             assert ctx.violations == []
+            assert ctx.unsorted == [], "a decode's rows were not sorted by sequence"
