@@ -35,10 +35,11 @@ from typing import Any
 
 import structlog
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import ValidationError
 
 from tether.coercion import SchemaWalker, compact_json, json_type, path_text
 from tether.grammar.rescue import loads_lenient
+from tether.schema_check import schema_problem
 
 __all__ = [
     "ArgCheck",
@@ -125,13 +126,10 @@ class ArgumentChecker:
         self.schema: dict[str, Any] = dict(schema)
         self.coerce = coerce
         self.fill_defaults = fill_defaults
-        try:
-            Draft202012Validator.check_schema(self.schema)
-        except SchemaError as exc:
-            log.warning("guardrail_schema_invalid", error=exc.message)
-            self.usable = False
-        else:
-            self.usable = True
+        problem = schema_problem(self.schema)
+        if problem is not None:
+            log.warning("guardrail_schema_invalid", error=problem.message)
+        self.usable = problem is None
         self._validator = Draft202012Validator(self.schema if self.usable else {})
         self._walker = SchemaWalker(self.schema, self._validator, coerce=coerce, fill_defaults=fill_defaults)
 

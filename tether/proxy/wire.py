@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -21,6 +19,7 @@ from tether.chat import Message
 from tether.errors import InvalidRequestError, ModelNotFoundError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.presets import PRESETS, GuardConfig
+from tether.schema_check import schema_problem
 from tether.workflows.sessions import SESSION_HEADER, WORKFLOW_HEADER, SessionRef
 
 if TYPE_CHECKING:
@@ -156,13 +155,10 @@ def tool_spec(
     params = dict(parameters) if parameters is not None else {"type": "object", "properties": {}}
     params.pop("$schema", None)
     _shape(params, where)
-    try:
-        Draft202012Validator.check_schema(params)
-    except SchemaError as exc:
-        path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in exc.absolute_path)
-        raise InvalidRequestError(
-            f"not a valid JSON Schema at {where}{path}: {exc.message}", param=where
-        ) from None
+    problem = schema_problem(params)
+    if problem is not None:
+        path = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in problem.path)
+        raise InvalidRequestError(f"not a valid JSON Schema at {where}{path}: {problem.message}", param=where)
     kind = params.get("type", "object")
     if kind != "object" and not (isinstance(kind, list) and "object" in kind):
         raise InvalidRequestError(
