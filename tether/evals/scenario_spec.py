@@ -19,11 +19,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tether.errors import ConfigError
+from tether.schema_check import schema_problem
 
 __all__ = [
     "TIERS",
@@ -248,10 +248,8 @@ def _check_scenario(sc: Scenario, library: Mapping[str, ToolSpecModel]) -> list[
     tables, counters = set(sc.state.tables), set(sc.state.counters)
     for name, tool in offered.items():
         act, props = tool.action, tool.properties()
-        try:
-            jsonschema.Draft202012Validator.check_schema(tool.parameters)
-        except jsonschema.SchemaError as exc:
-            problems.append(f"{where}: tool {name!r} has an invalid schema: {exc.message}")
+        if (problem := schema_problem(tool.parameters)) is not None:
+            problems.append(f"{where}: tool {name!r} has an invalid schema: {problem.message}")
         if act.table is not None and act.table not in tables:
             problems.append(f"{where}: tool {name!r} uses table {act.table!r}, not in state.tables")
         if act.counter is not None and act.counter not in counters:

@@ -79,6 +79,7 @@ def test_a_valid_file_loads() -> None:
         ("expect: {calls: [{tool: get_weather, args: {city: Paris}}]}", "expect: {}", "nothing to check"),
         ("tier: plumbing", "tier: misc", "tier"),
         ("op: lookup,", "op: teleport,", "op"),
+        ("{city: {type: string}}", "{city: {type: strng}}", "'get_weather' has an invalid schema"),
     ],
 )
 def test_broken_files_are_refused(old: str, new: str, message: str) -> None:
