@@ -27,9 +27,9 @@ from tether.engine.prompt import build_prompt
 from tether.engine.template import ChatTemplate
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.provider import ConstraintProvider
-from tether.turns.layer0 import Layer0, grounding_source
+from tether.grammar.spec import GroundingSpec, ReplySpec
+from tether.turns.layer0 import grounding_source
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -66,7 +66,7 @@ def timed(engine: LlamaCppEngine, ids: list[int], tokens: int, processor: Any = 
     first = None
     n = 0
     params = SamplingParams(max_tokens=tokens, temperature=0)
-    for ev in engine.generate(ids, params, logits_processor=processor):
+    for ev in engine.generate(ids, params, constraint=processor):
         if isinstance(ev, Token) and ev.id >= 0:
             n += 1
             if first is None:
@@ -126,17 +126,13 @@ def main() -> None:
         ),
     )
     ids = engine.tokenize(build_prompt(template, fmt, msgs, TOOLS))
-    provider = ConstraintProvider(engine)
 
     def processor(mode: str) -> Any:
         constrain = "strict" if mode == "grounded" else mode
-        c = provider.constraint(fmt, TOOLS, constrain, prompt_len=len(ids), required=True)  # type: ignore[arg-type]
-        if mode != "grounded":
-            return c
-        # The strict preset's layer 0: the grounding index is built per request, so it is timed too.
-        source = grounding_source(msgs)
-        g = GroundingProcessor(provider.vocab, source, TOOLS, prompt_len=len(ids), opener=b'"arguments":')
-        return Layer0(c, g)
+        # The strict preset's layer 0 grounds values: the grounding index is built per request, so it is timed too.
+        grounding = GroundingSpec(grounding_source(msgs), b'"arguments":') if mode == "grounded" else None
+        spec = ReplySpec(fmt, tuple(TOOLS), constrain, required=True, grounding=grounding)  # type: ignore[arg-type]
+        return engine.compile(spec, prompt_len=len(ids))
 
     rates: dict[str, list[float]] = {"off": [], "names": [], "strict": [], "grounded": [], "gbnf": []}
     for mode in ("names", "strict", "grounded"):  # warm the mask caches (first request pays them)

@@ -8,9 +8,9 @@ shields the close from that cancellation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
@@ -19,13 +19,17 @@ __all__ = ["aclose_quietly", "closing_stream"]
 T = TypeVar("T")
 
 
+@runtime_checkable
+class _Closable(Protocol):
+    def aclose(self) -> Awaitable[object]: ...
+
+
 async def aclose_quietly(stream: Any) -> None:
     """``await stream.aclose()`` shielded from cancellation; streams without ``aclose`` are skipped."""
-    close = getattr(stream, "aclose", None)
-    if close is None:
+    if not isinstance(stream, _Closable):
         return
     with anyio.CancelScope(shield=True):
-        await close()
+        await stream.aclose()
 
 
 @asynccontextmanager

@@ -26,7 +26,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from tether.grammar.rescue.jsonscan import loads_lenient
+from tether.jsonscan import loads_lenient
 
 __all__ = [
     "SchemaWalker",

@@ -17,10 +17,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from tether.engine.llama_options import CacheTypeName, LlamaOptions, check_mlx, parse_gpu_layers
 from tether.errors import ConfigError
 from tether.guardrails.presets import PRESETS, ConstrainMode
+from tether.workflows.sessions import REDIS_URL_SCHEMES
 
 __all__ = ["REDIS_URL_SCHEMES", "ServerConfig", "Settings", "is_loopback"]
-
-REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")  # --session-store values besides "memory"
 
 
 @dataclass(frozen=True)

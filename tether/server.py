@@ -6,6 +6,7 @@ import asyncio
 import socket
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 import uvicorn
@@ -20,25 +21,63 @@ from tether.errors import ConfigError
 from tether.proxy.app import create_app
 from tether.turns.stages import ServerToolsStage
 
-__all__ = ["build_app", "load_engines", "run_server"]
+if TYPE_CHECKING:
+    from tether.engine.remote.chat import ChatBackend
+
+__all__ = ["ENGINE_LOADERS", "EngineLoader", "build_app", "load_engines", "run_server"]
 
 log = structlog.get_logger(__name__)
 
 
+class EngineLoader(Protocol):
+    """Builds one kind of engine, one per slot. ``model`` is the local model's path (``--model``,
+    else the bundled model); None in front of a ``--backend`` server."""
+
+    def __call__(self, config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]: ...
+
+
 def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine]:
     """One engine per slot (each has its own context, or its own slot of the ``--backend`` server)."""
-    from tether.engine.llama_cpp import LlamaCppEngine
+    kind, model = _engine_kind(config)
+    loader = ENGINE_LOADERS.get(kind)
+    if loader is None:
+        raise ConfigError(
+            f"--backend {config.backend} is a {kind} server, which this version cannot drive yet"
+        )
+    return loader(config, model, progress=progress)
 
+
+def _engine_kind(config: ServerConfig) -> tuple[str, Path | None]:
+    """Which of ``ENGINE_LOADERS`` serves ``config``, and the local model's path (None for a backend)."""
     if config.backend:
-        return _backend_engines(config)
+        kind: str = config.backend_kind
+        if kind == "auto":
+            from tether.engine.remote.detect import detect_backend_kind
 
+            kind = detect_backend_kind(config.backend, api_key=config.backend_api_key)
+        log.info("backend_connecting", url=config.backend, kind=kind)
+        return kind, None
     path = Path(config.model_path) if config.model_path else bundled_model_path()
     if config.engine == "mlx" or (config.engine == "auto" and path.is_dir()):
-        if config.batching == "on":
-            raise ConfigError("--batching on batches llama.cpp contexts; the MLX engine runs one per slot")
-        return _mlx_engines(config, path)
+        return "mlx", path
     if config.batching == "on" or (config.batching == "auto" and config.slots > 1):
-        return _batched_slots(config, path, progress=progress)
+        return "llama-batched", path
+    return "llama", path
+
+
+def _local(model: Path | None) -> Path:
+    assert model is not None, "a local engine loads a model file"
+    return model
+
+
+# -- local engines ----------------------------------------------------------------------------------
+
+
+def _llama_contexts(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
+    """A llama.cpp context per slot."""
+    from tether.engine.llama_cpp import LlamaCppEngine
+
+    path = _local(model)
     engines: list[Engine] = []
 
     def load() -> LlamaCppEngine:
@@ -58,6 +97,10 @@ def load_engines(config: ServerConfig, *, progress: bool = False) -> list[Engine
         for _ in range(config.slots):
             engines.append(load())
     return engines
+
+
+def _llama_batched(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
+    return _batched_slots(config, _local(model), progress=progress)  # looked up by name: tests replace it
 
 
 def _batched_slots(config: ServerConfig, path: Path, *, progress: bool) -> list[Engine]:
@@ -90,53 +133,88 @@ def _batched_slots(config: ServerConfig, path: Path, *, progress: bool) -> list[
     return list(model.slots())
 
 
-def _backend_engines(config: ServerConfig) -> list[Engine]:
-    """One engine per slot of the ``--backend`` server (docs/backends.md)."""
-    from tether.engine.remote import connect_llama_server
-    from tether.engine.remote.detect import detect_backend_kind
+def _mlx_engines(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
+    """One MLX engine per slot, sharing the weights."""
+    if config.batching == "on":
+        raise ConfigError("--batching on batches llama.cpp contexts; the MLX engine runs one per slot")
+    path = _local(model)
+    check_mlx(config.llama_options)  # also where --engine auto chose MLX for a directory
+    try:
+        from tether.engine.mlx import MlxEngine, cached_gguf_to_mlx, is_mlx_model_dir
+    except ImportError as exc:
+        raise ConfigError(f"the MLX engine needs the mlx extra: pip install 'tether[mlx]' ({exc})") from exc
+    if path.suffix == ".gguf":
+        path = cached_gguf_to_mlx(path)
+    elif not is_mlx_model_dir(path):
+        raise ConfigError(f"{path} is not an MLX model directory (config.json + safetensors)")
+    first = MlxEngine(path, n_ctx=config.n_ctx)
+    return [first, *(first.sibling() for _ in range(config.slots - 1))]
 
+
+# -- --backend servers (docs/backends.md) -----------------------------------------------------------
+
+
+def _token_backend(config: ServerConfig, kind: str) -> str:
+    """The ``--backend`` URL of a server tether drives by token ids; ``--model`` names no model there."""
     assert config.backend is not None
-    kind = config.backend_kind
-    if kind == "auto":
-        kind = detect_backend_kind(config.backend, api_key=config.backend_api_key)
-    log.info("backend_connecting", url=config.backend, kind=kind)
-    if kind in ("openai", "ollama"):
-        return _chat_slots(config, kind)
     if config.model_path is not None:
         raise ConfigError(
             f"--model names the backend's model for openai and ollama backends only, not {kind}"
         )
-    if kind == "llama-server":
-        return list(
-            connect_llama_server(
-                config.backend,
-                slots=config.slots,
-                api_key=config.backend_api_key,
-                timeout_s=config.backend_timeout_s,
-            )
+    return config.backend
+
+
+def _llama_server_slots(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
+    """One engine per slot of the llama-server."""
+    from tether.engine.remote import connect_llama_server
+
+    return list(
+        connect_llama_server(
+            _token_backend(config, "llama-server"),
+            slots=config.slots,
+            api_key=config.backend_api_key,
+            timeout_s=config.backend_timeout_s,
         )
-    if kind == "vllm":
-        from tether.engine.remote.vllm import connect_vllm
+    )
 
-        return list(
-            connect_vllm(
-                config.backend,
-                slots=config.slots,
-                api_key=config.backend_api_key,
-                timeout_s=config.backend_timeout_s,
-            )
+
+def _vllm_slots(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
+    """One engine per slot of the vLLM server."""
+    from tether.engine.remote.vllm import connect_vllm
+
+    return list(
+        connect_vllm(
+            _token_backend(config, "vllm"),
+            slots=config.slots,
+            api_key=config.backend_api_key,
+            timeout_s=config.backend_timeout_s,
         )
-    raise ConfigError(f"--backend {config.backend} is a {kind} server, which this version cannot drive yet")
+    )
 
 
-def _chat_slots(config: ServerConfig, kind: str) -> list[Engine]:
-    """``--slots`` slots in front of a chat API (OpenAI-compatible, Ollama), sharing its connection."""
-    from tether.engine.remote.chat import ChatSlot
-    from tether.engine.remote.ollama_chat import connect_ollama
+class _ConnectChat(Protocol):
+    def __call__(
+        self, url: str, *, model: str | None, n_ctx: int, api_key: str | None = ..., timeout_s: float = ...
+    ) -> ChatBackend: ...
+
+
+def _openai_slots(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
     from tether.engine.remote.openai_chat import connect_openai
 
+    return _chat_slots(config, connect_openai)
+
+
+def _ollama_slots(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
+    from tether.engine.remote.ollama_chat import connect_ollama
+
+    return _chat_slots(config, connect_ollama)
+
+
+def _chat_slots(config: ServerConfig, connect: _ConnectChat) -> list[Engine]:
+    """``--slots`` slots in front of a chat API (OpenAI-compatible, Ollama), sharing its connection."""
+    from tether.engine.remote.chat import ChatSlot
+
     assert config.backend is not None
-    connect = connect_openai if kind == "openai" else connect_ollama
     backend = connect(
         config.backend,
         model=config.model_path,
@@ -148,6 +226,20 @@ def _chat_slots(config: ServerConfig, kind: str) -> list[Engine]:
         "backend_chat_api", model=backend.model, n_ctx=backend.info.n_ctx, native_tools=backend.native_tools
     )
     return [ChatSlot(backend) for _ in range(config.slots)]
+
+
+ENGINE_LOADERS: dict[str, EngineLoader] = {
+    # local: what _engine_kind picks from --engine, the model path, --batching and --slots
+    "llama": _llama_contexts,
+    "llama-batched": _llama_batched,
+    "mlx": _mlx_engines,
+    # --backend servers, by --backend-kind or the kind detect_backend_kind finds
+    "llama-server": _llama_server_slots,
+    "vllm": _vllm_slots,
+    "openai": _openai_slots,
+    "ollama": _ollama_slots,
+}
+"""Every kind of engine ``load_engines`` builds, by name: adding an engine is one entry here."""
 
 
 def server_tools(config: ServerConfig) -> ServerToolsStage | None:
@@ -173,20 +265,6 @@ def server_tools(config: ServerConfig) -> ServerToolsStage | None:
     policy = PermissionPolicy.from_settings(config.permission)
     log.info("server_tools_enabled", tools=[t.name for t in chosen], permission=policy.mode.value)
     return ServerToolsStage(ToolBox(chosen, policy=policy))
-
-
-def _mlx_engines(config: ServerConfig, path: Path) -> list[Engine]:
-    check_mlx(config.llama_options)  # also where --engine auto chose MLX for a directory
-    try:
-        from tether.engine.mlx import MlxEngine, cached_gguf_to_mlx, is_mlx_model_dir
-    except ImportError as exc:
-        raise ConfigError(f"the MLX engine needs the mlx extra: pip install 'tether[mlx]' ({exc})") from exc
-    if path.suffix == ".gguf":
-        path = cached_gguf_to_mlx(path)
-    elif not is_mlx_model_dir(path):
-        raise ConfigError(f"{path} is not an MLX model directory (config.json + safetensors)")
-    first = MlxEngine(path, n_ctx=config.n_ctx)
-    return [first, *(first.sibling() for _ in range(config.slots - 1))]
 
 
 def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:

@@ -27,7 +27,7 @@ from tether.engine.template import ChatTemplate
 from tether.evals.name_fix import CASES, FEW_SHOT, TOOLS
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.remote import ArgumentsSpec, NameChoiceSpec, ReplySpec
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
 from tether.proxy.app import create_app
 from tether.server import load_engines
 
@@ -226,7 +226,8 @@ def check_repair_constraint(engine: Engine, schema: dict[str, Any], ask: str) ->
     )
     for temperature, seed in ((0.0, None), (0.9, 1), (0.9, 2), (0.9, 3)):
         params = SamplingParams(max_tokens=160, temperature=temperature, seed=seed)
-        text, done = _generated(engine, ids, params, constraint=ArgumentsSpec(ToolSpec("f", "", schema)))
+        spec = ArgumentsSpec(ToolSpec("f", "", schema))
+        text, done = _generated(engine, ids, params, constraint=engine.compile(spec, prompt_len=len(ids)))
         assert done.finish_reason == "stop"  # the constraint closed the object, the server ended the reply
         jsonschema.validate(json.loads(text), schema)
 
@@ -235,9 +236,8 @@ def check_repick_constraint(engine: Engine) -> None:
     """The re-pick constraint (the names' choice) yields one of the names."""
     ids = engine.tokenize("<|im_start|>user\nWhich tool reads a file?<|im_end|>\n<|im_start|>assistant\n")
     names = ("read_file", "list_dir", "run_command")
-    text, _ = _generated(
-        engine, ids, SamplingParams(max_tokens=16, temperature=0), constraint=NameChoiceSpec(names)
-    )
+    constraint = engine.compile(NameChoiceSpec(names), prompt_len=len(ids))
+    text, _ = _generated(engine, ids, SamplingParams(max_tokens=16, temperature=0), constraint=constraint)
     assert text in names
 
 

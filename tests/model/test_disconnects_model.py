@@ -119,31 +119,14 @@ def test_session_stream_hang_up_mid_tool_call(base: str) -> None:
     assert wait_for(base, lambda s: s["busy_slots"] == 0)["cancelled"] == 1
 
 
-def test_fault_in_the_constraint_on_the_real_model_is_contained(smollm: LlamaCppEngine) -> None:
+def test_fault_in_the_constraint_on_the_real_model_is_contained(
+    smollm: LlamaCppEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Layer 0 breaks mid-call on the real engine: the stream ends with an error, the server stays up."""
-    import numpy as np
-    import numpy.typing as npt
+    from tests.support.engines import break_layer0
 
-    from tether.engine.base import LogitsProcessor
-    from tether.grammar.provider import ConstraintProvider
-    from tether.turns.core import Prepared
-    from tether.turns.layer0 import tool_constraint_factory
-
-    real = tool_constraint_factory(ConstraintProvider(smollm))
-
-    def factory(prepared: Prepared) -> LogitsProcessor | None:
-        inner = real(prepared)
-        steps = {"n": 0}
-
-        def breaks(ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
-            steps["n"] += 1
-            if steps["n"] == 6:
-                raise RuntimeError("injected constraint fault")
-            return inner(ids, logits) if inner is not None else logits
-
-        return breaks
-
-    app = create_app(ServerConfig(), Scheduler([smollm]), constraint_factory=factory)
+    break_layer0(monkeypatch, smollm, at=6, real=True)
+    app = create_app(ServerConfig(), Scheduler([smollm]))
     body = {"model": MODEL, "max_tokens": 200, "messages": STORY, "tools": TOOLS, "tool_choice": "required"}
     with serving(app) as url:
         r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)

@@ -13,7 +13,6 @@ from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.grammar.formats import detect_format, get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.provider import ConstraintProvider
 from tether.guardrails.pipeline import GuardResult, guard_steps, run_guard
 from tether.guardrails.presets import PRESETS
 from tether.turns.regenerate import SchedulerRegenerator
@@ -40,7 +39,7 @@ async def guarded(engine: LlamaCppEngine, calls: Sequence[ToolCall]) -> GuardRes
     """The guard pipeline under ``full`` with the server's regenerator on the real engine."""
     template = ChatTemplate(engine.info.chat_template)
     fmt = get_format(detect_format(engine.info.chat_template))
-    regenerator = SchedulerRegenerator(Scheduler([engine]), template, ConstraintProvider(engine), fmt)
+    regenerator = SchedulerRegenerator(Scheduler([engine]), template, fmt)
     steps = guard_steps(calls, TOOLS, PRESETS["full"], ASK, can_regenerate=True)
     return await run_guard(steps, regenerator)
 

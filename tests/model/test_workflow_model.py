@@ -16,9 +16,8 @@ import pytest
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.scheduler import Scheduler
 from tether.grammar.formats import detect_format, get_format
-from tether.grammar.provider import ConstraintProvider
 from tether.turns.core import ChatCore
-from tether.turns.layer0 import tool_constraint_factory
+from tether.turns.layer0 import reply_spec_factory
 from tether.workflows import CoreClient, ModelCalled, RunEvent, WorkflowRunner, load_workflow
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "workflow_notes.yaml"
@@ -31,7 +30,7 @@ async def test_notes_workflow_runs_to_its_terminal_tool(smollm: LlamaCppEngine) 
     core = ChatCore(
         Scheduler([smollm]),
         get_format(detect_format(smollm.info.chat_template)),
-        constraint_factory=tool_constraint_factory(ConstraintProvider(smollm)),
+        reply_spec=reply_spec_factory(smollm.info.layers),
     )
     executed: list[tuple[str, dict[str, Any]]] = []
 

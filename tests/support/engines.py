@@ -5,11 +5,18 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
-from tether.engine.base import GenerationEvent, LogitsProcessor, SamplingParams, Token
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from tether.engine.base import Constraint, GenerationEvent, LogitsProcessor, SamplingParams, Token
 from tether.engine.scripted import Reply, ScriptedEngine
+from tether.grammar.local import LocalConstraint
+from tether.grammar.spec import OutputSpec
 
-__all__ = ["FaultyEngine", "SlowEngine"]
+__all__ = ["BrokenConstraint", "FaultyEngine", "SlowEngine", "break_layer0"]
 
 
 class SlowEngine(ScriptedEngine):
@@ -31,13 +38,16 @@ class SlowEngine(ScriptedEngine):
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         self.running.set()
         late = 0
         try:
-            for ev in super().generate(prompt, params, logits_processor=logits_processor, cancel=cancel):
+            for ev in super().generate(
+                prompt, params, constraint=constraint, cancel=cancel, logits_processor=logits_processor
+            ):
                 if isinstance(ev, Token):
                     time.sleep(self.delay)
                     if cancel is not None and cancel.is_set():
@@ -63,15 +73,52 @@ class FaultyEngine(ScriptedEngine):
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         n = 0
         failing = self.faults > 0
         self.faults -= 1
-        for ev in super().generate(prompt, params, logits_processor=logits_processor, cancel=cancel):
+        for ev in super().generate(
+            prompt, params, constraint=constraint, cancel=cancel, logits_processor=logits_processor
+        ):
             if failing and isinstance(ev, Token):
                 n += 1
                 if n > self.fail_after:
                     raise RuntimeError("injected engine fault")
             yield ev
+
+
+class BrokenConstraint(LocalConstraint):
+    """Layer 0 as the engine compiled it, raising ``ValueError`` on its ``at``-th step; before that it
+    applies the real constraint, or (``inner`` None) lets every token through."""
+
+    def __init__(self, inner: LocalConstraint | None, spec: OutputSpec, at: int) -> None:
+        if inner is not None:
+            super().__init__(inner.spec, inner.constraint, inner.grounding)
+        self.spec = spec
+        self.inner = inner
+        self.at = at
+        self.steps = 0
+
+    def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        self.steps += 1
+        if self.steps == self.at:
+            raise ValueError("injected constraint fault")
+        return self.inner(ids, logits) if self.inner is not None else logits
+
+    @property
+    def decision(self) -> Any:
+        return self.inner.decision if self.inner is not None else None
+
+
+def break_layer0(monkeypatch: pytest.MonkeyPatch, engine: Any, *, at: int, real: bool = False) -> None:
+    """Make ``engine`` compile every spec into a :class:`BrokenConstraint` (over the real one with ``real``)."""
+    compile_real = engine.compile
+
+    def compile(spec: OutputSpec, *, prompt_len: int) -> BrokenConstraint:
+        inner = compile_real(spec, prompt_len=prompt_len) if real else None
+        return BrokenConstraint(inner, spec, at)
+
+    monkeypatch.setattr(engine, "compile", compile)

@@ -3,6 +3,12 @@
 An engine turns prompt token ids into a stream of ``Token`` events ending in one
 ``Done``. It is synchronous and single-context: the scheduler guarantees that
 one engine instance runs one generation at a time, on a worker thread.
+
+Layer 0 reaches every engine one way: the caller describes the output with an engine-neutral
+``OutputSpec`` (:mod:`tether.grammar.spec`), the engine compiles it (``compile``) into whatever it
+applies — a logits processor in process, GBNF or a structural tag on a remote server — and the
+compiled ``Constraint`` goes back into ``generate``. What a compiled constraint can tell afterwards
+is a capability Protocol (``Decides``), checked with ``isinstance``.
 """
 
 from __future__ import annotations
@@ -18,10 +24,14 @@ import numpy.typing as npt
 from tether.engine.llama_options import LlamaOptions
 
 if TYPE_CHECKING:
-    from tether.grammar.remote.spec import OutputSpec
+    from tether.grammar.local import LocalCompiler
+    from tether.grammar.spec import OutputSpec
+    from tether.grammar.steering import Decision
 
 __all__ = [
+    "Constraint",
     "ContextEngine",
+    "Decides",
     "Done",
     "Engine",
     "EngineInfo",
@@ -29,6 +39,7 @@ __all__ = [
     "Generation",
     "GenerationEvent",
     "LogitsProcessor",
+    "ReportsBatch",
     "SamplingParams",
     "Token",
     "TokenChoice",
@@ -103,9 +114,6 @@ class EngineInfo:
     metadata: dict[str, str] = field(default_factory=dict)
     # What llama.cpp loaded the model with, as in effect (None: another engine); the KV budget reads it.
     llama_options: LlamaOptions | None = None
-    # True: the engine runs tether's logits processors (layer 0 as masks). False: a remote engine,
-    # which takes the constraint as an ``OutputSpec`` and applies it in its own language.
-    local_logits: bool = True
     backend: str = "embedded"  # embedded | llama-server | ... (reported in /v1/models and /health)
     # Which of tether's layers this engine gets (docs/backends.md has the table per backend).
     layers: tuple[str, ...] = (
@@ -162,6 +170,29 @@ GenerationEvent = Token | Done
 
 
 @runtime_checkable
+class Constraint(Protocol):
+    """An ``OutputSpec`` compiled by one engine for one generation; only that engine applies it."""
+
+    @property
+    def spec(self) -> OutputSpec: ...
+
+
+@runtime_checkable
+class Decides(Protocol):
+    """A compiled constraint that steers the call-or-answer point and tells how it went."""
+
+    @property
+    def decision(self) -> Decision | None: ...
+
+
+@runtime_checkable
+class ReportsBatch(Protocol):
+    """An engine whose slots share one batched runner, with counters to show (``/health``)."""
+
+    def batch_stats(self) -> dict[str, float | int]: ...
+
+
+@runtime_checkable
 class Engine(Protocol):
     """A loaded model with one inference context."""
 
@@ -182,18 +213,23 @@ class Engine(Protocol):
         """How many leading tokens of ``prompt`` the context already holds (prefix reuse)."""
         ...
 
+    def compile(self, spec: OutputSpec, *, prompt_len: int) -> Constraint:
+        """``spec`` as this engine applies it, for a generation after a prompt of ``prompt_len`` ids."""
+        ...
+
     def generate(
         self,
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
-        constraint: OutputSpec | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         """Stream tokens for ``prompt``; always ends with exactly one ``Done``.
 
-        ``logits_processor`` only where ``info.local_logits``; ``constraint`` only where not."""
+        ``constraint``: one this engine compiled; ``logits_processor``: an extra processor (in-process
+        engines only), applied after the request's sampling processors and before the constraint."""
         ...
 
     def close(self) -> None: ...
@@ -210,32 +246,58 @@ class Generation:
 
 
 class ContextEngine:
-    """Base for engines that own one inference context: ``generate`` refuses overlapping use (a
-    scheduler bug) and runs the subclass's ``_generate``, which ends in ``token_loop``. Asked for
-    log-probabilities, it chains the one recorder after the engine's processors, for every engine."""
+    """Base for engines that own one inference context: ``compile`` turns specs into logits processors
+    over the model's vocabulary; ``generate`` refuses overlapping use (a scheduler bug), chains the
+    request's sampling processors, the caller's processor and the constraint (last, so no bias
+    re-opens a masked token), and runs the subclass's ``_generate``, which ends in ``token_loop``.
+    Asked for log-probabilities, it chains the one recorder after them, for every engine."""
+
+    _compiler: LocalCompiler | None = None
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+
+    @property
+    def info(self) -> EngineInfo:
+        raise NotImplementedError
+
+    @property
+    def compiler(self) -> LocalCompiler:
+        """The spec compiler for this engine's vocabulary (built on first use; slots of one model share it)."""
+        if self._compiler is None:
+            from tether.grammar.local import LocalCompiler
+
+            self._compiler = LocalCompiler(self)
+        return self._compiler
+
+    def compile(self, spec: OutputSpec, *, prompt_len: int) -> Constraint:
+        return self.compiler.compile(spec, prompt_len=prompt_len)
 
     def generate(
         self,
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
-        constraint: OutputSpec | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
+        from tether.engine.processors import chain, sampling_processors
         from tether.errors import EngineError
+        from tether.grammar.local import LocalConstraint
 
-        if constraint is not None:
-            raise EngineError("an in-process engine takes layer 0 as a logits processor, not an OutputSpec")
+        if constraint is not None and not isinstance(constraint, LocalConstraint):
+            raise EngineError(
+                f"an in-process engine cannot apply {type(constraint).__name__}: compile it here"
+            )
         if not self._lock.acquire(blocking=False):
             raise EngineError(
                 "engine context is busy: the scheduler must not run two generations on one slot"
             )
         try:
-            run = Generation(list(prompt), params, logits_processor, cancel)
+            own = sampling_processors(params, len(prompt))
+            processor = chain([*own, logits_processor, constraint])
+            run = Generation(list(prompt), params, processor, cancel)
             if params.logprobs is None:
                 yield from self._generate(run)
             else:

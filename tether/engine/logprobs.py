@@ -15,7 +15,7 @@ among the top tokens; greedy decoding picks the top-1 entry. Nothing here runs u
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -105,6 +105,5 @@ def recorded(
     try:
         yield from recorder.annotate(events, len(run.prompt))
     finally:
-        close = getattr(events, "close", None)
-        if close is not None:
-            close()
+        if isinstance(events, Generator):
+            events.close()

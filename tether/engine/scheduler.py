@@ -26,18 +26,22 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
-from tether.engine.base import Done, Engine, GenerationEvent, LogitsProcessor, SamplingParams, Token
+from tether.engine.base import (
+    Constraint,
+    Done,
+    Engine,
+    GenerationEvent,
+    LogitsProcessor,
+    SamplingParams,
+    Token,
+)
 from tether.engine.slots import PREEMPTED, SENTINEL_ERROR, Lease, Run, Waiter, close_generation
 from tether.engine.stats import SchedulerStats
 from tether.errors import EngineError, QueueFullError, QueueTimeoutError, ShuttingDownError
-
-if TYPE_CHECKING:
-    from tether.grammar.remote.spec import OutputSpec
 
 __all__ = ["Lease", "Scheduler", "SchedulerStats"]
 
@@ -186,7 +190,7 @@ class Scheduler:
         params: SamplingParams,
         processor: LogitsProcessor | None,
         queue: asyncio.Queue[object],
-        constraint: OutputSpec | None = None,
+        constraint: Constraint | None = None,
     ) -> None:
         engine = self.engines[run.slot]
         loop = asyncio.get_running_loop()
@@ -197,10 +201,9 @@ class Scheduler:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         def work() -> None:
-            if constraint is None:
-                gen = engine.generate(prompt, params, logits_processor=processor, cancel=run.cancel)
-            else:
-                gen = engine.generate(prompt, params, cancel=run.cancel, constraint=constraint)
+            gen = engine.generate(
+                prompt, params, constraint=constraint, cancel=run.cancel, logits_processor=processor
+            )
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             count = 0
             try:
@@ -237,7 +240,7 @@ class Scheduler:
         *,
         logits_processor: LogitsProcessor | None = None,
         priority: int = 0,
-        constraint: OutputSpec | None = None,
+        constraint: Constraint | None = None,
     ) -> AsyncGenerator[GenerationEvent, None]:
         """Stream events for one generation; closing the iterator early cancels it.
 

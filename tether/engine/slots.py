@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from tether.engine.base import Engine, GenerationEvent
@@ -55,6 +55,5 @@ PREEMPTED = object()  # the engine thread stopped for a preemption
 
 def close_generation(gen: Iterator[GenerationEvent]) -> None:
     """Close an engine's generator (a plain iterator has nothing to close)."""
-    close = getattr(gen, "close", None)
-    if close is not None:
-        close()
+    if isinstance(gen, Generator):
+        gen.close()

@@ -4,11 +4,11 @@ Small models invent argument values (a city that was never mentioned, the tool's
 as a string, ``[]``). Most values are spans of the request: names, places, numbers. While
 the model writes the string or number value of an *extractive* parameter (a string or a
 number without ``enum``, ``const`` or ``default``, and not a composed one such as a file's
-``content`` or a shell ``command``), :class:`GroundingProcessor` adds
-``bias`` to every token that keeps the value a substring of the conversation, and to the
-tokens that close it where it is a whole span (at a word boundary in the text). It never
-masks: a value that needs a transformation (``50mH`` → ``0.05``, spelled-out numbers) stays
-possible, only less likely than a copy.
+``content`` or a shell ``command``: :func:`tether.schema_kinds.extractive_kind`),
+:class:`GroundingProcessor` adds ``bias`` to every token that keeps the value a substring of the
+conversation, and to the tokens that close it where it is a whole span (at a word boundary in the
+text). It never masks: a value that needs a transformation (``50mH`` → ``0.05``, spelled-out
+numbers) stays possible, only less likely than a copy.
 
 :class:`SpanIndex` recognizes exactly the substrings of the conversation (as a suffix
 automaton does, by the set of places a partial value occurs), indexed by the model's own
@@ -32,41 +32,11 @@ from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.spans import SpanIndex, SpanLedger, readings_for
 from tether.grammar.vocab import TokenVocab
+from tether.schema_kinds import extractive_kind
 
-__all__ = ["ArgsTracker", "GroundingProcessor", "composed", "extractive_kind"]
+__all__ = ["ArgsTracker", "GroundingProcessor"]
 
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
-_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-# Words that mark a coding agent's composed parameters (opencode, Continue, aider, Claude Code tools).
-_COMPOSED = frozenset(
-    {
-        *("content", "contents", "command", "commands", "cmd", "code", "script"),
-        *("patch", "diff", "body", "pattern", "regex", "replacement"),
-    }
-)
-
-
-def composed(name: str) -> bool:
-    """Whether a parameter named ``name`` holds text the model writes rather than names: a file's
-    content, a shell command, code, a patch, a pattern (``content``, ``newCommand``, ``regex``)."""
-    return any(w.lower() in _COMPOSED for w in _NAME_WORD.findall(name))
-
-
-def extractive_kind(schema: Any, name: str = "") -> str | None:
-    """``"string"`` or ``"number"`` for a value the conversation should supply; None otherwise.
-
-    ``name`` is the parameter's name: a :func:`composed` string is the model's to write.
-    """
-    if not isinstance(schema, Mapping) or any(k in schema for k in ("enum", "const", "default")):
-        return None
-    types = schema_types(schema)
-    if "string" in types:
-        return None if composed(name) else "string"
-    if "integer" in types or "number" in types:
-        return "number"
-    if "array" in types:
-        return extractive_kind(schema.get("items"), name)
-    return None
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from tether.grammar.automata import Automaton, State, run_bytes
+from tether.grammar.automata import Automaton, Choice, State, run_bytes
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["Mask", "MaskCache", "forced_text"]
@@ -156,14 +156,14 @@ class MaskCache:
         with self._lock:
             if state in self._splits:
                 return self._splits[state]
-        branches = getattr(self.automaton, "branches", None)
+        choice = self.automaton if isinstance(self.automaton, Choice) else None
         found: tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None = None
-        if branches is not None and len(branches(state)) > 1:
+        if choice is not None and len(choice.branches(state)) > 1:
             call: list[int] = []
             answer: list[int] = []
             for tid in self.allowed(state).tolist():
                 nxt = run_bytes(self.automaton, state, self.vocab.pieces[tid])
-                alive = branches(nxt) if nxt is not None else frozenset()
+                alive = choice.branches(nxt) if nxt is not None else frozenset()
                 if alive == {0}:
                     call.append(tid)
                 elif alive == {1}:

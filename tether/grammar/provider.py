@@ -1,7 +1,8 @@
 """Per-model constraint factory: vocabulary, compiled regexes and plans cached across requests.
 
 A plan (and its mask cache) is keyed by format, tool set, mode and tool choice,
-so the second request offering the same tools pays no mask computation.
+so the second request offering the same tools pays no mask computation. The model is anything
+with a vocabulary (:class:`Vocabulary`): an engine, or a tokenizer in a benchmark.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from tether.engine.base import Engine
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.masks import MaskCache
@@ -20,14 +21,31 @@ from tether.grammar.regex import RegexCompiler
 from tether.grammar.steering import Steering
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["ConstraintProvider"]
+__all__ = ["ConstraintProvider", "Vocabulary"]
+
+
+class _SpecialIds(Protocol):
+    @property
+    def eos_token_ids(self) -> frozenset[int]: ...
+
+    @property
+    def control_token_ids(self) -> frozenset[int]: ...
+
+
+class Vocabulary(Protocol):
+    """What masks are computed from: every entry's bytes, and which ids end a reply or are control."""
+
+    @property
+    def info(self) -> _SpecialIds: ...
+
+    def token_pieces(self) -> list[bytes]: ...
 
 
 class ConstraintProvider:
     """Builds ``ToolConstraint``s for one engine's vocabulary."""
 
-    def __init__(self, engine: Engine, *, max_plans: int = 64) -> None:
-        self.engine = engine
+    def __init__(self, model: Vocabulary, *, max_plans: int = 64) -> None:
+        self.model = model
         self._vocab: TokenVocab | None = None
         self._regexes: RegexCompiler | None = None
         self._plans: OrderedDict[tuple[object, ...], tuple[ConstraintPlan, MaskCache]] = OrderedDict()
@@ -44,9 +62,9 @@ class ConstraintProvider:
     def vocab(self) -> TokenVocab:
         with self._lock:
             if self._vocab is None:
-                info = self.engine.info
+                info = self.model.info
                 self._vocab = TokenVocab.from_pieces(
-                    self.engine.token_pieces(), info.eos_token_ids, info.control_token_ids
+                    self.model.token_pieces(), info.eos_token_ids, info.control_token_ids
                 )
                 self._regexes = RegexCompiler(self._vocab)
             return self._vocab

@@ -10,9 +10,10 @@ The rule throughout is *a wrong guess is worse than no guess*.
   coercions, precise field errors.
 * Policy, :func:`decide`: bounded, escalating retries; a text answer is legitimate
   unless the request requires a tool.
-* :mod:`~tether.guardrails.pipeline`: the one pipeline of these layers, run by the
-  server, :class:`Guardrails` (one chat completion; :func:`wrap` applies it to an
-  ``openai`` client), the workflow runner and the evals. See ``docs/guardrails.md``.
+* :mod:`~tether.guardrails.pipeline`: the one pipeline of these layers (its ``STEPS``, one
+  module each under :mod:`~tether.guardrails.steps`), run by the server, :class:`Guardrails`
+  (one chat completion; :func:`wrap` applies it to an ``openai`` client), the workflow runner
+  and the evals. See ``docs/guardrails.md``.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from tether.coercion import SchemaWalker, compact_json, json_type, path_text
-from tether.grammar.rescue import loads_lenient
+from tether.jsonscan import loads_lenient
 from tether.schema_check import schema_problem
 
 __all__ = [

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from tether.calls import ToolCall
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.grounding import extractive_kind
 from tether.guardrails.arguments import FieldError
+from tether.schema_kinds import extractive_kind
 from tether.selection.grounded import Grounding, request_spans, said, variant_keys
 from tether.selection.relevance import content_words, mentioned_flags, rank_tools, stem
 

@@ -16,12 +16,12 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import ServerConfig
+from tether.engine.base import ReportsBatch
 from tether.engine.remote.chat import ChatBackend
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.errors import InternalError, InvalidRequestError, TetherError
 from tether.grammar.formats import detect_format, get_format
-from tether.grammar.provider import ConstraintProvider
 from tether.guardrails.interventions import GuardrailStats
 from tether.guardrails.pipeline import Regenerator
 from tether.guardrails.presets import PRESETS
@@ -45,14 +45,15 @@ from tether.proxy.responses_store import ResponseStore
 from tether.proxy.sessions import router as sessions_router
 from tether.proxy.state import AppState
 from tether.turns.chat_core import ChatBackendCore
-from tether.turns.core import ChatCore, ConstraintFactory
+from tether.turns.core import ChatCore, SpecFactory
 from tether.turns.events import ChatJob
-from tether.turns.layer0 import remote_constraint_factory, tool_constraint_factory
+from tether.turns.layer0 import reply_spec_factory
 from tether.turns.regenerate import SchedulerRegenerator
-from tether.turns.stages import CompactionStage, ServerToolsStage, SessionStage, Stage, TurnPipeline
+from tether.turns.stages import CompactionStage, ServerToolsStage, Stage, TurnPipeline
 from tether.workflows.budget import context_budget
 from tether.workflows.loader import load_workflow
 from tether.workflows.sessions import open_session_store
+from tether.workflows.stage import SessionStage
 
 __all__ = ["create_app"]
 
@@ -77,7 +78,7 @@ def create_app(
     config: ServerConfig,
     scheduler: Scheduler,
     *,
-    constraint_factory: ConstraintFactory | None = None,
+    reply_spec: SpecFactory | None = None,
     server_tools: ServerToolsStage | None = None,
     chat_backend: ChatBackend | None = None,
 ) -> FastAPI:
@@ -91,14 +92,12 @@ def create_app(
     info = scheduler.engines[0].info
     spoken = chat_backend.tool_format if chat_backend is not None else detect_format(info.chat_template)
     fmt = get_format(config.tool_format or spoken)
-    provider = ConstraintProvider(scheduler.engines[0])
-    if constraint_factory is None:
-        local = info.local_logits
-        constraint_factory = tool_constraint_factory(provider) if local else remote_constraint_factory()
+    if reply_spec is None:  # layer 0 within what the engine declares it applies
+        reply_spec = reply_spec_factory(info.layers)
     template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
 
     def regenerator(job: ChatJob) -> Regenerator:
-        return SchedulerRegenerator(scheduler, template, provider, fmt, priority=job.priority)
+        return SchedulerRegenerator(scheduler, template, fmt, priority=job.priority)
 
     stats = GuardrailStats()
     recorder = Recorder(scheduler, stats)  # /metrics and /ui (docs/observability.md)
@@ -108,7 +107,7 @@ def create_app(
             scheduler,
             fmt,
             default_max_tokens=config.default_max_tokens,
-            constraint_factory=constraint_factory,
+            reply_spec=reply_spec,
             regenerator=regenerator,
             stats=stats,
             on_generation=recorder.generation,
@@ -119,7 +118,7 @@ def create_app(
             fmt,
             chat_backend,
             default_max_tokens=config.default_max_tokens,
-            constraint_factory=constraint_factory,
+            reply_spec=reply_spec,
             stats=stats,
             on_generation=recorder.generation,
         )
@@ -181,9 +180,11 @@ def create_app(
             "scheduler": state.scheduler.snapshot(),
             "interventions": state.core.stats.interventions,
         }
-        batch_stats = getattr(state.scheduler.engines[0], "batch_stats", None)
-        if batch_stats is not None:  # the batched engine: steps, forced and draft tokens, decode time
-            body["batch"] = batch_stats()
+        engine = state.scheduler.engines[0]
+        if isinstance(
+            engine, ReportsBatch
+        ):  # the batched engine: steps, forced and draft tokens, decode time
+            body["batch"] = engine.batch_stats()
         return body
 
     @app.exception_handler(TetherError)

@@ -2,7 +2,7 @@
 
 The sessions themselves live in :mod:`tether.workflows.sessions` (in memory, or in Redis with
 ``--session-store``: a 503 ``session_store_unavailable`` when it fails); enforcement on each
-request is a stage of the turn pipeline (:class:`tether.turns.stages.SessionStage`).
+request is a stage of the turn pipeline (:class:`tether.workflows.stage.SessionStage`).
 """
 
 from __future__ import annotations

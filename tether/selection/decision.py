@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from tether.chat import Message
 from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.grounding import extractive_kind
 from tether.grammar.steering import Steering
+from tether.schema_kinds import extractive_kind
 from tether.selection.enumeration import enumerated_items
 from tether.selection.relevance import ToolRelevance, rank_tools
 

@@ -3,14 +3,14 @@
 A call a small model makes for a request no tool fits has to invent its values: a quadratic's
 coefficients nobody gave, a city nobody named. :func:`grounded_share` measures the share of a
 call's *extractive* values (strings and numbers without ``enum``, ``const`` or ``default``,
-:func:`tether.grammar.grounding.extractive_kind`) that the conversation contains:
+:func:`tether.schema_kinds.extractive_kind`) that the conversation contains:
 
 * a string counts when the conversation says it from the start of a word (case and spacing
   ignored; a value of up to three letters as a whole word, so ``"CA"`` is not found in "case"),
   when at least half of its words do, by their stems (``"New York, NY"`` for "in New York",
   ``"panda"`` for "pandas"), or when it is a date the conversation gives in any usual writing
   (``"2025-03-14"`` for "March 14th, 2025"); a string of several lines, or one of a composed
-  parameter (a file's content, a command: :func:`tether.grammar.grounding.composed`), is the
+  parameter (a file's content, a command: :func:`tether.schema_kinds.composed`), is the
   model's own writing and says nothing either way;
 * a number counts when the conversation states it, however written
   (:func:`tether.grammar.spans.number_spans`: ``1,000``, ``2 million``, ``5%`` for 0.05, "two",
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.chat import Message
-from tether.grammar.grounding import extractive_kind
 from tether.grammar.spans import number_spans
+from tether.schema_kinds import extractive_kind
 from tether.selection.relevance import stem, weight
 
 __all__ = [

@@ -40,11 +40,11 @@ from tether.errors import (
     ShuttingDownError,
 )
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
-from tether.grammar.remote.spec import ArgumentsSpec, NameChoiceSpec
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec
 from tether.guardrails.interventions import GuardrailStats
 from tether.guardrails.pipeline import PickName, Regenerated, Regenerator, Request
 from tether.guardrails.wrap import ask_again
-from tether.turns.core import ChatCore, ConstraintFactory, GenerationTiming, Prepared
+from tether.turns.core import ChatCore, GenerationTiming, Prepared, SpecFactory
 from tether.turns.events import ChatJob, TurnEvent
 from tether.turns.routing import TextRouter
 
@@ -63,7 +63,7 @@ class ChatBackendCore(ChatCore):
         backend: ChatBackend,
         *,
         default_max_tokens: int | None = None,
-        constraint_factory: ConstraintFactory | None = None,
+        reply_spec: SpecFactory | None = None,
         stats: GuardrailStats | None = None,
         on_generation: GenerationTiming | None = None,
     ) -> None:
@@ -71,7 +71,7 @@ class ChatBackendCore(ChatCore):
             scheduler,
             fmt,
             default_max_tokens=default_max_tokens,
-            constraint_factory=constraint_factory,
+            reply_spec=reply_spec,
             regenerator=self._regenerator,
             stats=stats,
             on_generation=on_generation,
@@ -131,10 +131,10 @@ class ChatBackendCore(ChatCore):
     def _request(self, prepared: Prepared) -> ChatRequest:
         job = prepared.job
         messages, tools = self.conversation(job.messages, prepared.tools)
-        layer0 = None
-        if not self.backend.native_tools and self.constraint_factory is not None:
-            spec = self.constraint_factory(prepared)  # the whole-reply schema, where the format has one
-            layer0 = None if callable(spec) else spec
+        reply = None
+        spec = self.reply_spec(prepared) if not self.backend.native_tools and self.reply_spec else None
+        if spec is not None:  # the whole-reply schema, where the backend takes one
+            reply = self.engine.compile(spec, prompt_len=0)
         asked = job.max_tokens_requested or self.default_max_tokens
         return ChatRequest(
             messages,
@@ -144,7 +144,7 @@ class ChatBackendCore(ChatCore):
             prepared.params,
             prepared.params.max_tokens if asked else None,
             job.json_mode,
-            layer0,
+            reply,
         )
 
     async def ask(self, request: ChatRequest, *, priority: int = 0) -> tuple[str, list[ToolCall], Usage]:
@@ -245,7 +245,8 @@ class ChatRegenerator:
                 else ArgumentsSpec(asked.tools[0])
             )
             limit = 32 if isinstance(request, PickName) else 256  # a name; an arguments object
-            chat = ChatRequest(messages, params=greedy, max_tokens=limit, reply=spec)
+            reply = self.core.engine.compile(spec, prompt_len=0)
+            chat = ChatRequest(messages, params=greedy, max_tokens=limit, reply=reply)
             text, _, usage = await self.core.ask(chat, priority=self.priority)
             try:
                 value = json.loads(text)

@@ -1,9 +1,9 @@
 """The innermost stage of the turn pipeline: one generation, from a ``ChatJob`` to turn events.
 
 ``ChatCore.prepare`` renders and tokenizes the prompt and checks the budget, so errors
-surface before anything streams; ``ChatCore.run`` schedules the generation with its
-logits processors (the request's own, then layer 0), streams text through the stop
-matcher and the format's detector, and hands the parsed calls to the guard pipeline
+surface before anything streams; ``ChatCore.run`` describes layer 0 as an ``OutputSpec``,
+has the engine compile it, schedules the generation under it, streams text through the
+stop matcher and the format's detector, and hands the parsed calls to the guard pipeline
 once the slot is free again (its re-pick and repair need the engine).
 """
 
@@ -18,14 +18,14 @@ import structlog
 from tether.aio import aclose_quietly, closing_stream
 from tether.calls import ToolCall
 from tether.chat import Message, Usage
-from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
-from tether.engine.processors import chain, sampling_processors
+from tether.engine.base import Decides, Done, SamplingParams, Token
 from tether.engine.prompt import prompt_ids
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.errors import ContextOverflowError, FixedPromptTooLargeError, InvalidRequestError
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
-from tether.grammar.remote.spec import OutputSpec
+from tether.grammar.spec import OutputSpec
+from tether.grammar.steering import Decision
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
 from tether.guardrails.policy import unknown_tool_text
@@ -33,13 +33,12 @@ from tether.turns.content_tokens import ContentTokens
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, offered_tools
 from tether.turns.routing import TextRouter
 
-__all__ = ["ChatCore", "ConstraintFactory", "GenerationTiming", "Prepared", "prime"]
+__all__ = ["ChatCore", "GenerationTiming", "Prepared", "SpecFactory", "prime"]
 
 log = structlog.get_logger(__name__)
 
-# Layer 0 for one prepared job: a logits processor for an in-process engine, an ``OutputSpec`` for a
-# remote one (which applies it in its own grammar language), or None.
-ConstraintFactory = Callable[["Prepared"], "LogitsProcessor | OutputSpec | None"]
+# Layer 0 for one prepared job, engine-neutral (the engine compiles it), or None.
+SpecFactory = Callable[["Prepared"], "OutputSpec | None"]
 RegeneratorFactory = Callable[[ChatJob], Regenerator | None]
 _REPEATED = Intervention("repetition_stopped", "the reply repeated itself: generation stopped")
 # Told of each finished generation: seconds to its first token (queueing included), seconds from
@@ -59,6 +58,23 @@ class Prepared:
     answer_only: bool = False  # a re-decided turn: only a text answer may come out
 
 
+def _answering(decides: Decides | None) -> bool:
+    """The call-or-answer decision chose a text answer."""
+    decision = decides.decision if decides is not None else None
+    return decision is not None and not decision.called
+
+
+def decision_notes(decision: Decision | None) -> list[Intervention]:
+    """The intervention to report when the relevance prior changed what the model alone would have done."""
+    if decision is None or not decision.overridden:
+        return []
+    chosen = "call a tool" if decision.called else "answer in text"
+    detail = (
+        f"{chosen}: model log-odds of a call {decision.log_odds:+.2f}, relevance prior {decision.prior:+.2f}"
+    )
+    return [Intervention("decision_steered", detail, None, decision.log_odds, decision.prior)]
+
+
 class ChatCore:
     """Builds prompts, schedules generation and turns tokens into checked turn events."""
 
@@ -68,7 +84,7 @@ class ChatCore:
         fmt: ToolCallFormat,
         *,
         default_max_tokens: int | None = None,
-        constraint_factory: ConstraintFactory | None = None,
+        reply_spec: SpecFactory | None = None,
         regenerator: RegeneratorFactory | None = None,
         stats: GuardrailStats | None = None,
         on_generation: GenerationTiming | None = None,
@@ -81,7 +97,7 @@ class ChatCore:
         )
         self.fmt = fmt
         self.default_max_tokens = default_max_tokens
-        self.constraint_factory = constraint_factory
+        self.reply_spec = reply_spec
         self.regenerator = regenerator
         self.stats = stats if stats is not None else GuardrailStats()
         self.on_generation = on_generation
@@ -146,13 +162,12 @@ class ChatCore:
     async def run(self, prepared: Prepared) -> AsyncIterator[TurnEvent]:
         """Stream turn events; closing the iterator cancels the generation."""
         job = prepared.job
-        layer0 = self.constraint_factory(prepared) if self.constraint_factory else None
-        constraint = layer0 if callable(layer0) else None
-        spec = None if callable(layer0) else layer0
-        # A remote engine applies the sampling settings itself, from ``params``.
-        own = sampling_processors(prepared.params, len(prepared.prompt_ids)) if self.info.local_logits else []
-        processor = chain([*own, constraint])  # the constraint last: no bias re-opens a masked token
-        steered = getattr(constraint, "notes", None)  # what layer 0's steering did, after the fact
+        spec = self.reply_spec(prepared) if self.reply_spec is not None else None
+        constraint = (
+            self.engine.compile(spec, prompt_len=len(prepared.prompt_ids)) if spec is not None else None
+        )
+        # What the call-or-answer decision did, read after the fact; a re-decided answer had it made for it.
+        decides = constraint if isinstance(constraint, Decides) and not prepared.answer_only else None
         content = ContentTokens() if prepared.params.logprobs is not None else None  # for logprobs
         router = TextRouter(
             prepared.fmt, prepared.tools, job.stop, claim=content.claim if content is not None else None
@@ -164,11 +179,7 @@ class ChatCore:
         answer_plainly = False  # the decision chose a text answer: ask it without the tools
 
         gen = self.scheduler.generate(
-            prepared.prompt_ids,
-            prepared.params,
-            logits_processor=processor,
-            priority=job.priority,
-            constraint=spec,
+            prepared.prompt_ids, prepared.params, constraint=constraint, priority=job.priority
         )
         try:
             async for event in gen:
@@ -182,11 +193,7 @@ class ChatCore:
                         yield out
                     if router.stopped:
                         break
-                    if (
-                        not router.sent_text
-                        and getattr(constraint, "answering", False)
-                        and self._asks_plainly(job)
-                    ):
+                    if not router.sent_text and _answering(decides) and self._asks_plainly(job):
                         answer_plainly = True
                         break
                 else:
@@ -196,7 +203,7 @@ class ChatCore:
         if self.on_generation is not None and first_token is not None:
             self.on_generation(first_token - started, time.monotonic() - first_token, generated)
         if answer_plainly:
-            notes = tuple(steered()) if callable(steered) else ()
+            notes = tuple(decision_notes(decides.decision if decides is not None else None))
             for note in notes:
                 self.stats.record(note)
             usage = Usage(len(prepared.prompt_ids), generated, len(prepared.prompt_ids), generations=1)
@@ -217,7 +224,7 @@ class ChatCore:
             router.calls,
             usage,
             text=router,
-            notes=tuple(steered() if callable(steered) else ()),
+            notes=tuple(decision_notes(decides.decision if decides is not None else None)),
             ended=done.finish_reason if done is not None else None,
             started=started,
         )

@@ -9,17 +9,16 @@ and both report their token usage so the reply's ``usage`` counts them.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from tether.aio import closing_stream
 from tether.chat import Message, Usage
-from tether.engine.base import Done, LogitsProcessor, SamplingParams, Token
+from tether.engine.base import Done, SamplingParams, Token
 from tether.engine.prompt import prompt_ids
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.grammar.formats.base import ToolCallFormat
-from tether.grammar.provider import ConstraintProvider
-from tether.grammar.remote.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec
 from tether.guardrails.pipeline import FixArguments, PickName, Regenerated, Request
 from tether.guardrails.policy import invalid_arguments_text
 
@@ -33,7 +32,6 @@ class SchedulerRegenerator:
         self,
         scheduler: Scheduler,
         template: ChatTemplate,
-        provider: ConstraintProvider,
         fmt: ToolCallFormat,
         *,
         priority: int = 0,
@@ -41,7 +39,6 @@ class SchedulerRegenerator:
         self.scheduler = scheduler
         self.engine = scheduler.engines[0]
         self.template = template
-        self.provider = provider
         self.fmt = fmt
         self.priority = priority
 
@@ -54,27 +51,15 @@ class SchedulerRegenerator:
         history = (*messages, Message("assistant", shown), Message("user", instruction))
         return prompt_ids(self.engine, self.template, self.fmt, history, ())
 
-    async def _generate(
-        self,
-        ids: list[int],
-        processor_for: Callable[[int], LogitsProcessor],
-        spec: OutputSpec,
-        max_tokens: int,
-    ) -> tuple[str, Usage]:
-        """Greedy under the constraint: ``processor_for(prompt_len)`` in process, ``spec`` on a remote engine."""
+    async def _generate(self, ids: list[int], spec: OutputSpec, max_tokens: int) -> tuple[str, Usage]:
+        """Greedy under ``spec``, as the engine compiles it."""
         if len(ids) + max_tokens >= self.engine.info.n_ctx:
             return "", Usage()
         parts: list[str] = []
         usage = Usage(len(ids), 0, len(ids), generations=1)
         params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
-        local = self.engine.info.local_logits
-        events = self.scheduler.generate(
-            ids,
-            params,
-            logits_processor=processor_for(len(ids)) if local else None,
-            constraint=None if local else spec,
-            priority=self.priority,
-        )
+        constraint = self.engine.compile(spec, prompt_len=len(ids))
+        events = self.scheduler.generate(ids, params, constraint=constraint, priority=self.priority)
         async with closing_stream(events) as stream:
             async for ev in stream:
                 if isinstance(ev, Token):
@@ -96,9 +81,7 @@ class SchedulerRegenerator:
             {"name": request.call.name, "arguments": dict(request.call.arguments)}
         )
         prompt = self._prompt(request.messages, shown, instruction)
-        picked, usage = await self._generate(
-            prompt, lambda n: self.provider.name_choice(names, prompt_len=n), NameChoiceSpec(tuple(names)), 32
-        )
+        picked, usage = await self._generate(prompt, NameChoiceSpec(tuple(names)), 32)
         return Regenerated(picked if picked in names else None, usage)
 
     async def _fix(self, request: FixArguments) -> Regenerated:
@@ -111,9 +94,7 @@ class SchedulerRegenerator:
             {"name": request.call.name, "arguments": dict(request.call.arguments)}
         )
         prompt = self._prompt(request.messages, shown, instruction)
-        text, usage = await self._generate(
-            prompt, lambda n: self.provider.arguments(tool, prompt_len=n), ArgumentsSpec(tool), 256
-        )
+        text, usage = await self._generate(prompt, ArgumentsSpec(tool), 256)
         try:
             value = json.loads(text)
         except json.JSONDecodeError:

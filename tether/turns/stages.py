@@ -4,8 +4,8 @@ A stage is called with the turn and the rest of the pipeline (``next``), and yie
 turn events. The app factory composes them once (:class:`TurnPipeline`); both protocols
 enter the same pipeline:
 
-* :class:`SessionStage` — workflow sessions: observe the history once, steer, check the
-  reply's calls, regenerate once with the blocked turn in context, else fall back to text;
+* ``SessionStage`` — workflow sessions (:mod:`tether.workflows.stage`: the workflows
+  package sits above this one, so it brings its own stage);
 * :class:`ServerToolsStage` — tools the server runs itself (sandboxed); it keeps generating
   until the model answers or calls a client tool;
 * :class:`CompactionStage` — fits every generation's prompt into the window;
@@ -25,17 +25,23 @@ import structlog
 from tether.aio import closing_stream
 from tether.calls import ToolCall
 from tether.chat import Message, Usage
-from tether.errors import ContextOverflowError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.interventions import Intervention
 from tether.sandbox import ToolBox
 from tether.turns.compaction import compact_job
 from tether.turns.core import ChatCore
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent
-from tether.workflows.enforcement import Enforcement
-from tether.workflows.sessions import SessionStore
 
-__all__ = ["CompactionStage", "ServerToolsStage", "SessionStage", "Stage", "Turn", "TurnPipeline"]
+__all__ = [
+    "CompactionStage",
+    "Held",
+    "Next",
+    "ServerToolsStage",
+    "Stage",
+    "Turn",
+    "TurnPipeline",
+    "hold_calls",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -62,10 +68,8 @@ class TurnPipeline:
         self.stages = tuple(stages)
 
     async def _generate(self, turn: Turn) -> AsyncIterator[TurnEvent]:
-        if self.core.info.local_logits:
-            prepared = self.core.prepare(turn.job)
-        else:  # a remote engine tokenizes over HTTP: keep the event loop free meanwhile
-            prepared = await asyncio.to_thread(self.core.prepare, turn.job)
+        # Rendering and tokenizing may block (a remote engine tokenizes over HTTP): keep the loop free.
+        prepared = await asyncio.to_thread(self.core.prepare, turn.job)
         async with closing_stream(self.core.run(prepared)) as events:
             async for event in events:
                 yield event
@@ -100,15 +104,16 @@ class CompactionStage:
 
 
 @dataclass(frozen=True)
-class _Held:
+class Held:
     """The end of one inner run: its calls, held back until the stage decides, and its finish."""
 
     calls: tuple[ToolCall, ...]
     finish: FinishOut
 
 
-async def _reply(events: AsyncIterator[TurnEvent]) -> AsyncIterator[TextOut | _Held]:
-    """One inner run's text as it comes, then its calls and finish as one ``_Held``."""
+async def hold_calls(events: AsyncIterator[TurnEvent]) -> AsyncIterator[TextOut | Held]:
+    """One inner run's text as it comes, then its calls and finish as one :class:`Held`
+    (for stages that decide about the calls before passing them on)."""
     calls: list[ToolCall] = []
     finish: FinishOut | None = None
     async with closing_stream(events) as stream:
@@ -120,74 +125,7 @@ async def _reply(events: AsyncIterator[TurnEvent]) -> AsyncIterator[TextOut | _H
             else:
                 finish = ev
     assert finish is not None
-    yield _Held(tuple(calls), finish)
-
-
-class SessionStage:
-    """Step enforcement for workflow sessions (``X-Tether-Session``); other turns pass through."""
-
-    def __init__(self, store: SessionStore) -> None:
-        self.store = store
-
-    async def __call__(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
-        if turn.session is None:
-            async with closing_stream(rest(turn)) as events:
-                async for ev in events:
-                    yield ev
-            return
-        # Once per request; the first thing the turn does, so an unknown session is still a 404.
-        session = await self.store.observe(turn.session, turn.job.messages, workflow=turn.workflow)
-        job, steered = self.store.steer(session, turn.job)
-        notes: list[Intervention] = [steered] if steered else []
-        usage = Usage()
-        sent_text = False
-        current = job
-        last: tuple[Enforcement, FinishOut] | None = None
-        for attempt in (0, 1):
-            text: list[str] = []
-            held: _Held | None = None
-            try:
-                async with closing_stream(_reply(rest(replace(turn, job=current)))) as replies:
-                    async for out in replies:
-                        if isinstance(out, TextOut):
-                            text.append(out.text)
-                            if attempt == 0 or not sent_text:
-                                yield out
-                        else:
-                            held = out
-            except ContextOverflowError:
-                if attempt == 0:
-                    raise
-                break  # the retry context does not fit: keep the first reply's verdict
-            assert held is not None
-            calls, finish = held.calls, held.finish
-            sent_text = sent_text or bool(text)
-            usage = usage + finish.usage
-            notes.extend(finish.interventions)
-            verdict = await self.store.check(session, calls)
-            notes.extend(verdict.interventions())
-            last = (verdict, finish)
-            if verdict.ok or attempt == 1 or not self.store.may_regenerate(session):
-                break
-            choice = (
-                verdict.next_tool if any(t.name == verdict.next_tool for t in job.tools) else job.tool_choice
-            )
-            current = replace(
-                job,
-                messages=(*job.messages, *verdict.retry_messages("".join(text))),
-                tool_choice=choice or "auto",
-            )
-            notes.append(Intervention("workflow_regenerated", f"regenerating with tool_choice {choice!r}"))
-        assert last is not None
-        verdict, finish = last
-        for call in verdict.allowed_calls:
-            yield call
-        reason: FinishReason = "tool_calls" if verdict.allowed_calls else finish.finish_reason
-        if not verdict.ok and not verdict.allowed_calls:
-            yield TextOut(("\n" if sent_text else "") + verdict.fallback_text())
-            notes.append(Intervention("workflow_fallback_text", "every call was blocked"))
-            reason = "stop"
-        yield FinishOut(reason, usage, tuple(notes), matched_stop=finish.matched_stop)
+    yield Held(tuple(calls), finish)
 
 
 class ServerToolsStage:
@@ -218,8 +156,8 @@ class ServerToolsStage:
         usage = Usage()
         notes: list[Intervention] = []
         for round_no in range(self.max_rounds):
-            held: _Held | None = None
-            async with closing_stream(_reply(rest(replace(turn, job=job)))) as replies:
+            held: Held | None = None
+            async with closing_stream(hold_calls(rest(replace(turn, job=job)))) as replies:
                 async for out in replies:
                     if isinstance(out, TextOut):
                         yield out

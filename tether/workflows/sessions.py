@@ -4,7 +4,7 @@ A client attaches a workflow to a session, either with ``POST /v1/tether/session
 (a registered workflow by name, or an inline definition) or lazily by sending the
 headers ``X-Tether-Session: <id>`` and ``X-Tether-Workflow: <registered name>``.
 Each request then carries ``X-Tether-Session``; the turn pipeline's ``SessionStage``
-(:mod:`tether.turns.stages`) folds the request's history (assistant tool calls + their
+(:mod:`tether.workflows.stage`) folds the request's history (assistant tool calls + their
 results) into the session's ``WorkflowState`` once, steers, and checks the model's new calls.
 
 ``SessionStore`` is the one place these rules live. Where sessions are kept is its backend
@@ -27,7 +27,6 @@ import structlog
 
 from tether.calls import ToolCall
 from tether.chat import Message
-from tether.config import REDIS_URL_SCHEMES
 from tether.errors import ConfigError, InvalidRequestError
 from tether.guardrails.interventions import Intervention
 from tether.turns.events import ChatJob
@@ -37,6 +36,7 @@ from tether.workflows.spec import Workflow
 from tether.workflows.state import WorkflowState
 
 __all__ = [
+    "REDIS_URL_SCHEMES",
     "SESSION_HEADER",
     "WORKFLOW_HEADER",
     "Session",
@@ -50,6 +50,7 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 SESSION_HEADER = "X-Tether-Session"
+REDIS_URL_SCHEMES = ("redis://", "rediss://", "unix://")  # --session-store values besides "memory"
 WORKFLOW_HEADER = "X-Tether-Workflow"
 
 

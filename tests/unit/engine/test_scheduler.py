@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from tether.engine.base import Done, GenerationEvent, LogitsProcessor, SamplingParams, Token
+from tether.engine.base import Constraint, Done, GenerationEvent, LogitsProcessor, SamplingParams, Token
 from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import ScriptedEngine
 from tether.errors import QueueFullError
@@ -31,14 +31,17 @@ class Recording(ScriptedEngine):
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         self.active += 1
         self.max_active = max(self.max_active, self.active)
         self.log.append(self.detokenize(prompt))
         try:
-            yield from super().generate(prompt, params, logits_processor=logits_processor, cancel=cancel)
+            yield from super().generate(
+                prompt, params, constraint=constraint, cancel=cancel, logits_processor=logits_processor
+            )
         finally:
             self.active -= 1
 
@@ -145,8 +148,9 @@ class Continuing(ScriptedEngine):
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         self.active += 1
         self.max_active = max(self.max_active, self.active)

@@ -30,7 +30,7 @@ from tether.engine.template import ChatTemplate
 from tether.errors import ConfigError, EngineError, InvalidRequestError
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.remote import NameChoiceSpec
+from tether.grammar.spec import NameChoiceSpec
 from tether.proxy.app import create_app
 
 WEATHER = ToolSpec(
@@ -68,7 +68,7 @@ def test_connect_reads_the_model_and_sizes_its_vocabulary(fake: FakeVllm, url: s
     assert len(fake.sent("/v1/completions")) <= 25
     assert info.chat_template == fake.template and info.metadata["backend.renders"] == "tether"
     assert info.eos_token_ids == {EOS} and info.bos_token == "<|im_start|>"
-    assert (info.backend, info.local_logits) == ("vllm", False)
+    assert info.backend == "vllm" and "layer0_decision" not in info.layers  # logits stay on the server
     assert "prefix_reuse" in info.layers and "layer0_decision" not in info.layers
     assert engines[0].cached_prefix_len([1, 2, 3]) == 0  # one global cache: no slot is preferred
     for engine in engines:
@@ -85,7 +85,7 @@ def test_a_server_that_is_not_vllm_is_refused_at_start() -> None:
 def test_a_reply_streams_and_ends_where_vllm_says(fake: FakeVllm, url: str) -> None:
     fake.steps = [Step((72, 105), "Hi"), Step((33,), "!"), Step((7, 9), "", "stop", stop_reason=9)]
     engine = _connect(url)[0]
-    events = _run(engine, [5, 6, 7, 8], constraint=NameChoiceSpec(("a", "b")))
+    events = _run(engine, [5, 6, 7, 8], constraint=engine.compile(NameChoiceSpec(("a", "b")), prompt_len=4))
     tokens = [e for e in events if isinstance(e, Token)]
     assert [t.id for t in tokens] == [72, 105, 33, 7]  # 9, the stop id, is not part of the reply
     assert "".join(t.text for t in tokens) == "Hi!"

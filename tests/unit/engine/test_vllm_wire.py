@@ -31,6 +31,7 @@ from tether.engine.remote.vllm_wire import (
     StreamEnd,
     chat_template_of,
     completion_body,
+    constraint_fields,
     evaluated_tokens,
     stream_pieces,
     token_text,
@@ -40,7 +41,7 @@ from tether.engine.template import ChatTemplate
 from tether.errors import BackendUnavailableError
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.remote import ArgumentsSpec, NameChoiceSpec, ReplySpec
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
 
 TOOL = ToolSpec("get_time", "The time.", {"type": "object", "properties": {"zone": {"type": "string"}}})
 PARAMS = SamplingParams(
@@ -107,13 +108,18 @@ def test_the_body_maps_every_sampling_setting() -> None:
 
 def test_the_body_carries_layer0_and_nothing_where_it_does_not_apply() -> None:
     hermes = ReplySpec(get_format("hermes"), (TOOL,), "strict")
-    assert "structural_tag" in completion_body("m", [1], PARAMS, hermes)["structured_outputs"]
-    assert completion_body("m", [1], PARAMS, NameChoiceSpec(("a",)))["structured_outputs"] == {
-        "choice": ["a"]
-    }
-    assert "json" in completion_body("m", [1], PARAMS, ArgumentsSpec(TOOL))["structured_outputs"]
+    assert (
+        "structural_tag" in completion_body("m", [1], PARAMS, constraint_fields(hermes))["structured_outputs"]
+    )
+    assert completion_body("m", [1], PARAMS, constraint_fields(NameChoiceSpec(("a",))))[
+        "structured_outputs"
+    ] == {"choice": ["a"]}
+    assert (
+        "json"
+        in completion_body("m", [1], PARAMS, constraint_fields(ArgumentsSpec(TOOL)))["structured_outputs"]
+    )
     answer_only = ReplySpec(get_format("hermes"), (TOOL,), "strict", answer_only=True)
-    assert "structured_outputs" not in completion_body("m", [1], PARAMS, answer_only)
+    assert "structured_outputs" not in completion_body("m", [1], PARAMS, constraint_fields(answer_only))
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -251,7 +257,8 @@ def _engine_requests() -> list[tuple[str, dict[str, Any]]]:
                 NameChoiceSpec(("a", "b")),
                 ArgumentsSpec(TOOL),
             ):
-                list(engine.generate(PROMPT, PARAMS, constraint=spec))
+                compiled = engine.compile(spec, prompt_len=len(PROMPT)) if spec is not None else None
+                list(engine.generate(PROMPT, PARAMS, constraint=compiled))
             engine.close()
         sent += fake.requests
     return sent

@@ -9,18 +9,9 @@ from formats_support import SEARCH, TOOLS, WEATHER, offered
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.grammar.rescue import (
-    args_valid,
-    calls_from_value,
-    extract_json_calls,
-    find_json_values,
-    json_arm,
-    loads_lenient,
-    pythonic_arm,
-    scan_value_end,
-    string_end,
-)
+from tether.grammar.rescue import args_valid, calls_from_value, extract_json_calls, json_arm, pythonic_arm
 from tether.guardrails import check_arguments
+from tether.jsonscan import find_json_values, loads_lenient, scan_value_end, string_end
 
 W = "get_weather"
 

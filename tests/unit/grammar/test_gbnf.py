@@ -12,8 +12,9 @@ import pytest
 
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.remote import ArgumentsSpec, NameChoiceSpec, ReplySpec, compile_gbnf
+from tether.grammar.remote import compile_gbnf
 from tether.grammar.remote.gbnf_schema import GbnfBuilder, literal
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
 
 WEATHER = ToolSpec(
     "get_weather",

@@ -10,13 +10,14 @@ import numpy as np
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.grounding import ArgsTracker, GroundingProcessor, composed, extractive_kind
+from tether.grammar.grounding import ArgsTracker, GroundingProcessor
 from tether.grammar.masks import MaskCache
 from tether.grammar.plan import build_plan
 from tether.grammar.regex import RegexCompiler
 from tether.grammar.spans import SpanIndex
 from tether.grammar.steering import CallList, Steering, apply_decision, log_odds
 from tether.grammar.vocab import TokenVocab
+from tether.schema_kinds import composed, extractive_kind
 
 EOS = 256
 WORDS = [

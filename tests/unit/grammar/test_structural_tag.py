@@ -23,9 +23,10 @@ import pytest
 from tether.calls import ToolCall
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.remote import ArgumentsSpec, NameChoiceSpec, ReplySpec, compile_ollama, compile_vllm
+from tether.grammar.remote import compile_ollama, compile_vllm
 from tether.grammar.remote.structural_tag import name_enum_schema, reply_schema, structural_tag
 from tether.grammar.remote.tool_schema import arguments_schema
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
 
 WEATHER = ToolSpec(
     "get_weather",

@@ -95,8 +95,9 @@ def test_a_variant_merges_into_the_earlier_call_without_the_disputed_values() ->
 
 
 def test_the_narrowed_tool_compiles_for_a_remote_engine_too() -> None:
-    from tether.grammar.remote import ArgumentsSpec, compile_gbnf
+    from tether.grammar.remote import compile_gbnf
     from tether.grammar.remote.structural_tag import compile_vllm
+    from tether.grammar.spec import ArgumentsSpec
 
     ask = "Find the size of the sculpture with title 'David' by Michelangelo."
     call = ToolCall("sculpture_details", {"artist": "Moses", "title": "David"})

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tests.unit.proxy.test_anthropic import anthropic_events, msg
-from tether.engine.base import GenerationEvent, LogitsProcessor, SamplingParams
+from tether.engine.base import Constraint, GenerationEvent, LogitsProcessor, SamplingParams
 from tether.engine.scripted import ScriptedEngine
 
 
@@ -96,11 +96,14 @@ class BreaksMidway(ScriptedEngine):
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         for i, event in enumerate(
-            super().generate(prompt, params, logits_processor=logits_processor, cancel=cancel)
+            super().generate(
+                prompt, params, constraint=constraint, cancel=cancel, logits_processor=logits_processor
+            )
         ):
             if i == 3:
                 raise RuntimeError("GPU on fire")

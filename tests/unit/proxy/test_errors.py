@@ -6,7 +6,7 @@ import asyncio
 import threading
 from collections.abc import Iterator, Sequence
 
-from tether.engine.base import GenerationEvent, LogitsProcessor, SamplingParams
+from tether.engine.base import Constraint, GenerationEvent, LogitsProcessor, SamplingParams
 from tether.engine.scripted import ScriptedEngine
 
 
@@ -123,8 +123,9 @@ class FailingEngine(ScriptedEngine):
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         raise RuntimeError("GPU on fire")
         yield  # pragma: no cover

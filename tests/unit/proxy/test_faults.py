@@ -14,18 +14,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import numpy as np
-import numpy.typing as npt
 import pytest
 
 import tether.turns.core
-from tests.support.engines import FaultyEngine, SlowEngine
+from tests.support.engines import FaultyEngine, SlowEngine, break_layer0
 from tests.support.socket_server import serving, wait_for
 from tether.config import ServerConfig
-from tether.engine.base import LogitsProcessor
 from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import ScriptedEngine
 from tether.grammar.formats.hermes import HermesFormat
+from tether.grammar.spec import ReplySpec
 from tether.proxy.app import create_app
 from tether.turns.core import Prepared
 
@@ -101,19 +99,11 @@ def test_engine_fault_plain_and_anthropic(engine_fault: str) -> None:
     healthy_after(engine_fault)
 
 
-def test_constraint_fault_is_contained() -> None:
-    calls = {"n": 0}
-
-    def factory(prepared: Prepared) -> LogitsProcessor | None:
-        def broken(ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
-            calls["n"] += 1
-            if calls["n"] == 30:  # inside the call, after the prose has streamed
-                raise ValueError("injected constraint fault")
-            return logits
-
-        return broken if prepared.tools else None
-
-    with serving(hermes_app(constraint_factory=factory)) as base:
+def test_constraint_fault_is_contained(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = ScriptedEngine([HERMES_CALL])
+    break_layer0(monkeypatch, engine, at=30)  # inside the call, after the prose has streamed
+    app = create_app(ServerConfig(tool_format="hermes"), Scheduler([engine]))
+    with serving(app) as base:
         lines = sse(base, "/v1/chat/completions", chat(stream=True, tools=TOOLS))
         assert any('"content": "L' in line for line in lines)
         err = openai_stream_error(lines)
@@ -121,17 +111,16 @@ def test_constraint_fault_is_contained() -> None:
         healthy_after(base)
 
 
-def test_fault_before_the_first_event_keeps_its_status() -> None:
+def test_fault_before_the_first_event_keeps_its_status(monkeypatch: pytest.MonkeyPatch) -> None:
     """The generic format streams nothing before the call is complete: the fault comes first, and a
     streaming client gets the 500 error JSON instead of an event stream."""
+    engine = ScriptedEngine([CALL])
+    break_layer0(monkeypatch, engine, at=1)
 
-    def factory(prepared: Prepared) -> LogitsProcessor | None:
-        def broken(ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
-            raise ValueError("injected constraint fault")
+    def every_reply(prepared: Prepared) -> ReplySpec:  # layer 0 on every reply, tools or not
+        return ReplySpec(prepared.fmt, prepared.tools, "names")
 
-        return broken
-
-    app = create_app(ServerConfig(), Scheduler([ScriptedEngine([CALL])]), constraint_factory=factory)
+    app = create_app(ServerConfig(), Scheduler([engine]), reply_spec=every_reply)
     with serving(app) as base:
         r = httpx.post(f"{base}/v1/chat/completions", json=chat(stream=True, tools=TOOLS), timeout=10)
         assert r.status_code == 500 and r.json()["error"]["code"] == "engine_error"

@@ -23,20 +23,28 @@ from tether.calls import ToolCall
 from tether.chat import Message, Usage
 from tether.config import ServerConfig
 from tether.engine.base import SamplingParams
-from tether.engine.remote.chat import ChatEnd, ChatPiece, ChatRequest, backend_info
+from tether.engine.remote.chat import ChatEnd, ChatPiece, ChatRequest, ChatSlot, backend_info
+from tether.engine.remote.constraint import RemoteConstraint
 from tether.engine.remote.ollama_chat import NATIVE_LAYERS, OllamaChatBackend, connect_ollama
 from tether.errors import BackendUnavailableError, ConfigError, EngineError
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.remote.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
 from tether.grammar.remote.structural_tag import compile_ollama, name_enum_schema
 from tether.grammar.remote.tool_schema import arguments_schema
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
 from tether.server import build_app
 
 TOOL = ToolSpec.from_openai(READ_FILE)
 BACKEND = OllamaChatBackend(
     "http://ollama", backend_info("ollama", "http://ollama", MODEL, 8192, NATIVE_LAYERS)
 )
+
+
+def _compiled(spec: OutputSpec) -> RemoteConstraint:
+    """``spec`` as the backend's slot compiles it (what the turn core puts in a request)."""
+    return ChatSlot(BACKEND).compile(spec, prompt_len=0)
+
+
 HISTORY = (
     Message("user", "read a.py"),
     Message("assistant", "", tool_calls=(ToolCall("read_file", {"path": "a.py"}, id="call_1"),)),
@@ -48,9 +56,9 @@ HISTORY = (
     "request_",
     [
         ChatRequest(HISTORY, (TOOL,), params=SamplingParams(seed=3), max_tokens=64),
-        ChatRequest(HISTORY[:1], reply=ReplySpec(get_format("generic"), (TOOL,), "strict")),
-        ChatRequest(HISTORY[:1], reply=NameChoiceSpec(("read_file", "list_dir"))),
-        ChatRequest(HISTORY[:1], reply=ArgumentsSpec(TOOL)),
+        ChatRequest(HISTORY[:1], reply=_compiled(ReplySpec(get_format("generic"), (TOOL,), "strict"))),
+        ChatRequest(HISTORY[:1], reply=_compiled(NameChoiceSpec(("read_file", "list_dir")))),
+        ChatRequest(HISTORY[:1], reply=_compiled(ArgumentsSpec(TOOL))),
         ChatRequest(HISTORY[:1], json_mode=True),
     ],
     ids=["native-tools", "generic-reply", "repick", "repair", "json"],
@@ -60,7 +68,8 @@ def test_request_bodies_are_ollama_chat_requests(request_: ChatRequest) -> None:
     check_chat_request(body)  # the ollama package's types, unknown fields refused
     assert body["model"] == MODEL and body["stream"] is True and body["options"]["num_ctx"] == 8192
     if request_.reply is not None:
-        assert body["format"] == compile_ollama(request_.reply) and "tools" not in body
+        assert isinstance(request_.reply, RemoteConstraint)
+        assert body["format"] == compile_ollama(request_.reply.spec) and "tools" not in body
     if request_.max_tokens is not None:
         assert body["options"]["num_predict"] == 64 and body["options"]["seed"] == 3
 

@@ -18,10 +18,11 @@ from tether.errors import InvalidRequestError
 from tether.guardrails.presets import PRESETS
 from tether.proxy.app import create_app
 from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent
-from tether.turns.stages import SessionStage, Turn, TurnPipeline
+from tether.turns.stages import Turn, TurnPipeline
 from tether.workflows import Budgets
 from tether.workflows.enforcement import Enforcement
 from tether.workflows.sessions import SessionNotFoundError, SessionStore
+from tether.workflows.stage import SessionStage
 
 WF = edit_workflow()
 USER = Message("user", "Fix a.txt")

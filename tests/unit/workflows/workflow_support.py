@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tether.chat import Message
-from tether.engine.base import Done, GenerationEvent, LogitsProcessor, SamplingParams, Token
+from tether.engine.base import Constraint, Done, GenerationEvent, LogitsProcessor, SamplingParams, Token
 from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import Reply, ScriptedEngine
 from tether.grammar.formats import get_format
@@ -127,8 +127,9 @@ class PromptEngine(ScriptedEngine):
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         if not self.lock.acquire(blocking=False):
             self.overlap = True

@@ -15,12 +15,13 @@ model's own tokenization.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from tether.engine.base import LogitsProcessor
+from tether.engine.processors import Chain
 
 __all__ = ["Forcing", "forced_tokens", "forcing_of", "lookup_draft", "text_draft"]
 
@@ -42,8 +43,8 @@ class Forcing(Protocol):
 def forcing_of(processor: LogitsProcessor | None) -> Forcing | None:
     """The chain's last member when it can force tokens (layer 0 is always chained last); a
     chain ending in anything else (a log-probability recorder) must see every step: None."""
-    last: Any = processor
-    while last is not None and getattr(last, "parts", None):
+    last: LogitsProcessor | None = processor
+    while isinstance(last, Chain) and last.parts:
         last = last.parts[-1]
     return last if isinstance(last, Forcing) else None
 

@@ -20,6 +20,7 @@ from tether.engine.batch.runner import BatchOptions, BatchRunner, Job
 from tether.engine.llama_cpp import LlamaText, describe_llama, open_llama
 from tether.engine.llama_options import LlamaOptions
 from tether.engine.loop import token_loop
+from tether.grammar.local import LocalCompiler
 
 __all__ = ["BatchSlot", "BatchedLlama"]
 
@@ -61,6 +62,7 @@ class BatchedLlama(LlamaText):
             pieces=self.token_pieces(),
             tokenize=self._tokenize_bytes,
         )
+        self.compiler = LocalCompiler(self)  # one vocabulary, one plan cache for every slot
         self._slots = [BatchSlot(self, seq) for seq in range(n_seq)]
         self._open = n_seq
         log.info(
@@ -110,6 +112,10 @@ class BatchSlot(ContextEngine):
 
     def token_pieces(self) -> list[bytes]:
         return self._owner.token_pieces()
+
+    @property
+    def compiler(self) -> LocalCompiler:
+        return self._owner.compiler
 
     def batch_stats(self) -> dict[str, float | int]:
         """The shared runner's counters (``/health`` shows them under ``batch``)."""

@@ -28,10 +28,11 @@ import httpx
 
 from tether.calls import ToolCall
 from tether.chat import Message, Usage
-from tether.engine.base import EngineInfo, GenerationEvent, LogitsProcessor, SamplingParams
+from tether.engine.base import Constraint, EngineInfo, GenerationEvent, LogitsProcessor, SamplingParams
+from tether.engine.remote.constraint import RemoteConstraint
 from tether.errors import BackendUnavailableError, ConfigError, EngineError, InvalidRequestError, TetherError
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.remote.spec import OutputSpec
+from tether.grammar.spec import OutputSpec
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -66,8 +67,8 @@ def estimate_tokens(messages: Sequence[Message], tools: Sequence[ToolSpec] = ())
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat request. ``tool_choice``: auto | none | required | a tool's name; ``max_tokens``: None
-    leaves the limit to the backend; ``reply``: a schema the whole reply must follow, where the backend
-    takes one (Ollama's ``format``)."""
+    leaves the limit to the backend; ``reply``: what the whole reply must follow, as the backend compiled
+    it (Ollama's ``format``; nothing where the backend takes no schema)."""
 
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
@@ -76,7 +77,7 @@ class ChatRequest:
     params: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int | None = None
     json_mode: bool = False
-    reply: OutputSpec | None = None
+    reply: Constraint | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,6 @@ def backend_info(kind: str, url: str, model: str, n_ctx: int, layers: tuple[str,
         eos_token_ids=frozenset(),
         n_vocab=0,
         metadata={"backend.url": url},
-        local_logits=False,
         backend=kind,
         layers=layers,
     )
@@ -181,6 +181,10 @@ class ChatBackend(ABC):
     def body(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body of ``request`` in the backend's own shape."""
 
+    def compile(self, spec: OutputSpec) -> dict[str, Any]:
+        """The body fields that hold a whole reply to ``spec`` (none: this backend takes no schema)."""
+        return {}
+
     @abstractmethod
     def pieces(self, lines: AsyncIterator[str]) -> AsyncIterator[ChatPiece]:
         """The reply's pieces from the lines of its streamed response; ends with one ``ChatEnd``."""
@@ -242,14 +246,17 @@ class ChatSlot:
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
         return 0
 
+    def compile(self, spec: OutputSpec, *, prompt_len: int) -> RemoteConstraint:
+        return RemoteConstraint(spec, self.backend.compile(spec))
+
     def generate(
         self,
         prompt: Sequence[int],
         params: SamplingParams,
         *,
-        logits_processor: LogitsProcessor | None = None,
+        constraint: Constraint | None = None,
         cancel: threading.Event | None = None,
-        constraint: OutputSpec | None = None,
+        logits_processor: LogitsProcessor | None = None,
     ) -> Iterator[GenerationEvent]:
         raise self._refuse()
 

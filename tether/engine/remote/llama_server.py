@@ -11,22 +11,28 @@ generation closes the HTTP stream, and llama-server stops decoding for a client 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from tether.engine.base import Done, EngineInfo, GenerationEvent, SamplingParams, common_prefix_len
+from tether.engine.base import (
+    Done,
+    EngineInfo,
+    Generation,
+    GenerationEvent,
+    SamplingParams,
+    common_prefix_len,
+)
 from tether.engine.llama_cpp import model_id_for
 from tether.engine.loop import token_loop
 from tether.engine.remote.http import connecting
 from tether.engine.remote.token_engine import RemoteTokenEngine
 from tether.errors import BackendUnavailableError, ConfigError
 from tether.grammar.remote.gbnf import compile_gbnf
-from tether.grammar.remote.spec import OutputSpec
+from tether.grammar.spec import OutputSpec
 
 __all__ = ["LlamaServerEngine", "connect_llama_server"]
 
@@ -95,7 +101,6 @@ class LlamaServerEngine(RemoteTokenEngine):
             n_vocab=int(meta.get("n_vocab") or 0),
             path=path,  # the file on the server's side: its name is one the model answers to
             metadata={"backend.url": self.url, "backend.build": str(props.get("build_info") or "")},
-            local_logits=False,
             backend="llama-server",
             # Steering, the call-or-answer decision and grounding act on logits: embedded engine only.
             layers=("layer0_names", "layer0_strict", "repick", "repair", "prefix_reuse", "streaming"),
@@ -112,9 +117,12 @@ class LlamaServerEngine(RemoteTokenEngine):
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
         return common_prefix_len(self._held, prompt)
 
-    def _body(
-        self, prompt: list[int], params: SamplingParams, constraint: OutputSpec | None
-    ) -> dict[str, Any]:
+    def _fields(self, spec: OutputSpec) -> dict[str, Any]:
+        """``spec`` as GBNF (lazy, armed by the format's triggers, where the reply may be prose)."""
+        grammar = compile_gbnf(spec)
+        return grammar.request_fields() if grammar is not None else {}
+
+    def _body(self, prompt: list[int], params: SamplingParams, fields: Mapping[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "prompt": prompt,
             "n_predict": params.max_tokens,
@@ -133,18 +141,11 @@ class LlamaServerEngine(RemoteTokenEngine):
         }
         if params.logit_bias:
             body["logit_bias"] = [[tok, bias] for tok, bias in params.logit_bias]
-        grammar = compile_gbnf(constraint) if constraint is not None else None
-        if grammar is not None:
-            body.update(grammar.request_fields())
+        body.update(fields)
         return body
 
-    def _generate(
-        self,
-        prompt: list[int],
-        params: SamplingParams,
-        cancel: threading.Event | None,
-        constraint: OutputSpec | None,
-    ) -> Iterator[GenerationEvent]:
+    def _generate(self, run: Generation, fields: Mapping[str, Any]) -> Iterator[GenerationEvent]:
+        prompt, params, cancel = run.prompt, run.params, run.cancel
         final: dict[str, Any] = {}
         current = [b""]  # the text of the id being handed to the token loop
         produced: list[int] = []
@@ -166,7 +167,7 @@ class LlamaServerEngine(RemoteTokenEngine):
                     return
 
         try:
-            with self._client.stream("/completion", self._body(prompt, params, constraint)) as chunks:
+            with self._client.stream("/completion", self._body(prompt, params, fields)) as chunks:
                 for event in token_loop(
                     ids(chunks),
                     piece=lambda _t: current[0],

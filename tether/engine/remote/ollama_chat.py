@@ -31,10 +31,12 @@ from tether.engine.remote.chat import (
     mid_stream_error,
     pick_model,
 )
+from tether.engine.remote.constraint import RemoteConstraint
 from tether.engine.remote.http import connecting
 from tether.errors import BackendUnavailableError
 from tether.grammar.formats import detect_format
 from tether.grammar.remote.structural_tag import compile_ollama
+from tether.grammar.spec import OutputSpec
 
 __all__ = ["NATIVE_LAYERS", "SCHEMA_LAYERS", "OllamaChatBackend", "connect_ollama", "ollama_messages"]
 
@@ -125,12 +127,15 @@ class OllamaChatBackend(ChatBackend):
         }
         if request.tools:
             body["tools"] = [t.to_openai() for t in request.tools]
-        schema = compile_ollama(request.reply) if request.reply is not None else None
-        if schema is not None:
-            body["format"] = schema
+        if isinstance(request.reply, RemoteConstraint) and request.reply.fields:
+            body.update(request.reply.fields)
         elif request.json_mode:
             body["format"] = "json"
         return body
+
+    def compile(self, spec: OutputSpec) -> dict[str, Any]:
+        schema = compile_ollama(spec)
+        return {"format": schema} if schema is not None else {}
 
     async def pieces(self, lines: AsyncIterator[str]) -> AsyncIterator[ChatPiece]:
         where = self.url + self.path

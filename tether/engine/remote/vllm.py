@@ -19,14 +19,13 @@ cached prefix, so no slot is preferred and ``cached_prefix_len`` says 0.
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import structlog
 
-from tether.engine.base import Done, EngineInfo, GenerationEvent, SamplingParams
+from tether.engine.base import Done, EngineInfo, Generation, GenerationEvent
 from tether.engine.loop import token_loop
 from tether.engine.remote.http import RemoteClient, connecting
 from tether.engine.remote.token_engine import RemoteTokenEngine
@@ -35,13 +34,14 @@ from tether.engine.remote.vllm_wire import (
     StreamEnd,
     chat_template_of,
     completion_body,
+    constraint_fields,
     evaluated_tokens,
     stream_pieces,
     token_text,
     wire_turns,
 )
 from tether.errors import BackendUnavailableError, ConfigError, EngineError, InvalidRequestError, TetherError
-from tether.grammar.remote.spec import OutputSpec
+from tether.grammar.spec import OutputSpec
 
 __all__ = ["VllmEngine", "connect_vllm", "probe_vocab_size", "render_chat"]
 
@@ -121,7 +121,6 @@ def _read_info(client: RemoteClient, url: str, card: dict[str, Any]) -> EngineIn
             "backend.renders": "tether" if template is not None else "vllm",
             "backend.prefix_cache": "global",
         },
-        local_logits=False,
         backend="vllm",
         # prefix_reuse: vLLM's automatic prefix caching, global across slots. Steering, the
         # call-or-answer decision and grounding act on logits: embedded engine only.
@@ -247,16 +246,14 @@ class VllmEngine(RemoteTokenEngine):
     def _model(self) -> str:
         return self._info.model_id
 
-    def _generate(
-        self,
-        prompt: list[int],
-        params: SamplingParams,
-        cancel: threading.Event | None,
-        constraint: OutputSpec | None,
-    ) -> Iterator[GenerationEvent]:
+    def _fields(self, spec: OutputSpec) -> dict[str, Any]:
+        return constraint_fields(spec)
+
+    def _generate(self, run: Generation, fields: Mapping[str, Any]) -> Iterator[GenerationEvent]:
+        prompt, params, cancel = run.prompt, run.params, run.cancel
         end = StreamEnd()
         current = [b""]  # the text of the id being handed to the token loop
-        body = completion_body(self._model, prompt, params, constraint)
+        body = completion_body(self._model, prompt, params, fields)
         with self._client.stream("/v1/completions", body) as chunks:
             pieces = stream_pieces(chunks, end)
 

@@ -18,14 +18,15 @@ from typing import Any
 
 from tether.engine.base import SamplingParams
 from tether.errors import BackendUnavailableError
-from tether.grammar.remote.spec import OutputSpec
 from tether.grammar.remote.structural_tag import compile_vllm
+from tether.grammar.spec import OutputSpec
 
 __all__ = [
     "STOPPED",
     "StreamEnd",
     "chat_template_of",
     "completion_body",
+    "constraint_fields",
     "evaluated_tokens",
     "stream_pieces",
     "token_text",
@@ -45,10 +46,17 @@ class StreamEnd:
     usage: dict[str, Any] | None = None
 
 
+def constraint_fields(spec: OutputSpec) -> dict[str, Any]:
+    """``spec`` as vLLM takes it: a structural tag (a trigger grammar) or a JSON schema; {} for none."""
+    compiled = compile_vllm(spec)
+    return compiled.request_fields() if compiled is not None else {}
+
+
 def completion_body(
-    model: str, prompt: list[int], params: SamplingParams, constraint: OutputSpec | None
+    model: str, prompt: list[int], params: SamplingParams, fields: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The streamed ``/v1/completions`` request for ``prompt`` under ``params`` and layer 0."""
+    """The streamed ``/v1/completions`` request for ``prompt`` under ``params`` and layer 0 (``fields``,
+    an ``OutputSpec`` compiled by ``compile_vllm``)."""
     body: dict[str, Any] = {
         "model": model,
         "prompt": prompt,
@@ -70,9 +78,7 @@ def completion_body(
         body["seed"] = params.seed
     if params.logit_bias:
         body["logit_bias"] = {str(token): bias for token, bias in params.logit_bias}
-    compiled = compile_vllm(constraint) if constraint is not None else None
-    if compiled is not None:
-        body.update(compiled.request_fields())
+    body.update(fields or {})
     return body
 
 

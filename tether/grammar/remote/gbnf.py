@@ -23,7 +23,7 @@ from typing import Any
 
 from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ToolSpec
 from tether.grammar.remote.gbnf_schema import GbnfBuilder, literal
-from tether.grammar.remote.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
 
 __all__ = ["GbnfGrammar", "compile_gbnf"]
 

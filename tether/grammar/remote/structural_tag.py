@@ -1,6 +1,6 @@
 """Layer 0 as vLLM and Ollama understand it: structural tags and JSON schemas.
 
-Built from the same :class:`~tether.grammar.remote.spec.OutputSpec` as llama-server's GBNF
+Built from the same :class:`~tether.grammar.spec.OutputSpec` as llama-server's GBNF
 (:mod:`tether.grammar.remote.gbnf`):
 
 * a marker format → a vLLM structural tag of type ``triggered_tags``: the triggers are the
@@ -31,8 +31,8 @@ from typing import Any
 
 from tether.calls import ToolCall
 from tether.grammar.formats.base import InlineNameSlot, ToolCallFormat, ToolSpec, WholeReply
-from tether.grammar.remote.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
 from tether.grammar.remote.tool_schema import ANY_OBJECT, arguments_schema, embed_arguments
+from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
 
 __all__ = [
     "VllmConstraint",

@@ -2,8 +2,8 @@
 
 Shared by every format's ``parse_region``:
 
-* :mod:`~tether.grammar.rescue.jsonscan` finds where JSON values end (strings
-  respected) and decodes almost-JSON, naming each repair;
+* :mod:`tether.jsonscan` (a bottom module, also used by :mod:`tether.coercion`) finds
+  where JSON values end (strings respected) and decodes almost-JSON, naming each repair;
 * :mod:`~tether.grammar.rescue.calls` turns decoded values into ``ToolCall`` s
   (accepted shapes, truncated calls kept only when valid; values as written);
 * :mod:`~tether.grammar.rescue.regions` holds the prefix-stable start/end checks
@@ -22,13 +22,6 @@ from tether.grammar.rescue.calls import (
     find_tool,
     make_call,
 )
-from tether.grammar.rescue.jsonscan import (
-    JsonSpan,
-    find_json_values,
-    loads_lenient,
-    scan_value_end,
-    string_end,
-)
 from tether.grammar.rescue.regions import (
     after_fence,
     armed_region_end,
@@ -37,6 +30,13 @@ from tether.grammar.rescue.regions import (
     pythonic_arm,
     skip_marker,
     value_run_end,
+)
+from tether.jsonscan import (
+    JsonSpan,
+    find_json_values,
+    loads_lenient,
+    scan_value_end,
+    string_end,
 )
 
 __all__ = [

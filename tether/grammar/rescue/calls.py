@@ -17,7 +17,7 @@ from typing import Any
 
 from tether.calls import ToolCall
 from tether.grammar.formats.base import ParseResult, ToolSpec
-from tether.grammar.rescue.jsonscan import find_json_values, loads_lenient
+from tether.jsonscan import find_json_values, loads_lenient
 
 __all__ = [
     "ARG_KEYS",

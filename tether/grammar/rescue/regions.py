@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from tether.grammar.rescue.jsonscan import scan_value_end
+from tether.jsonscan import scan_value_end
 
 __all__ = [
     "after_fence",

@@ -1,10 +1,11 @@
-"""JSON-aware scanning and lenient JSON decoding for rescue parsing.
+"""JSON-aware scanning and lenient JSON decoding, for rescue parsing and coercion.
 
 Small models write almost-JSON: Python literals, single quotes, trailing commas,
 raw newlines inside strings, or a reply cut off by ``max_tokens``. This module finds
 where a JSON value ends without being fooled by brackets or quotes inside strings,
 and decodes almost-JSON into Python values, naming every repair it made. It knows
-nothing about tool calls (see :mod:`tether.grammar.rescue.calls`).
+nothing about tool calls (see :mod:`tether.grammar.rescue.calls`) and imports nothing
+from tether, so the bottom modules (:mod:`tether.coercion`) can use it too.
 """
 
 from __future__ import annotations

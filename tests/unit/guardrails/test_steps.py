@@ -1,0 +1,198 @@
+"""The guard's step seam: ``STEPS`` in order, one module each, run by ``guard_steps``'s loop.
+
+A step returns the call (changed or not) or None to drop it; ``ctx.settle`` keeps the call with
+its verdict and skips the later steps; a step asks the model through ``ctx.ask``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.calls import ToolCall
+from tether.chat import Message, Usage
+from tether.grammar.formats.base import ToolSpec
+from tether.guardrails import pipeline
+from tether.guardrails.pipeline import (
+    STEPS,
+    CallVerdict,
+    FixArguments,
+    GuardContext,
+    GuardResult,
+    PickName,
+    Regenerated,
+    Request,
+    Step,
+    guard_steps,
+    run_guard_sync,
+)
+from tether.guardrails.presets import PRESETS
+from tether.guardrails.steps import context
+from tether.guardrails.steps.context import StepRun, never_asks
+
+READ = ToolSpec(
+    "read_file",
+    "Read a file",
+    {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+ASK = [Message("user", "Read notes.txt")]
+
+
+def recorder(seen: list[str], label: str) -> Step:
+    """A step that notes which call it saw and keeps it."""
+
+    @never_asks
+    def step(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+        seen.append(f"{label}:{call.id}")
+        return call
+
+    return step
+
+
+def run(calls: list[ToolCall], steps: tuple[Step, ...]) -> GuardResult:
+    return run_guard_sync(guard_steps(calls, [READ], PRESETS["full"], ASK, steps=steps))
+
+
+def test_steps_are_the_documented_order_each_in_its_own_module() -> None:
+    order = ["rescue_gate", "names", "arguments", "grounding", "duplicates", "mentioned"]
+    assert [s.__name__ for s in STEPS] == order
+    assert [s.__module__ for s in STEPS] == [f"tether.guardrails.steps.{n}" for n in order]
+    # guard_steps runs STEPS unless told otherwise.
+    default = guard_steps.__kwdefaults__ or {}
+    assert default["steps"] is STEPS
+
+
+def test_the_public_names_are_the_same_objects_from_the_pipeline() -> None:
+    for name in ("CallVerdict", "FixArguments", "GuardContext", "GuardResult", "PickName", "Regenerated"):
+        assert getattr(pipeline, name) is getattr(context, name)
+        assert name in pipeline.__all__
+
+
+def test_a_custom_step_tuple_runs_in_order_on_every_call() -> None:
+    seen: list[str] = []
+    calls = [ToolCall("read_file", {"path": "a"}, id="1"), ToolCall("read_file", {"path": "b"}, id="2")]
+    result = run(calls, (recorder(seen, "x"), recorder(seen, "y")))
+    assert seen == ["x:1", "y:1", "x:2", "y:2"]
+    assert [c.id for c in result.calls] == ["1", "2"]
+    assert [v for _, v in result.checked] == [CallVerdict("ok", "read_file")] * 2
+    assert result.interventions == ()
+
+
+def test_no_steps_keeps_every_call_as_written() -> None:
+    calls = [ToolCall("nope", {"x": 1}, id="1"), ToolCall("nope", {"x": 1}, id="2")]
+    result = run(calls, ())
+    assert result.calls == tuple(calls)
+    assert [v.status for _, v in result.checked] == ["ok", "ok"]
+
+
+def test_a_step_returning_none_drops_the_call_and_skips_the_later_steps() -> None:
+    seen: list[str] = []
+
+    @never_asks
+    def drop_b(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+        return None if call.arguments.get("path") == "b" else call
+
+    calls = [ToolCall("read_file", {"path": "a"}, id="1"), ToolCall("read_file", {"path": "b"}, id="2")]
+    result = run(calls, (drop_b, recorder(seen, "after")))
+    assert seen == ["after:1"]
+    assert [c.id for c in result.calls] == ["1"]
+
+
+def test_a_changed_call_reaches_the_later_steps_and_the_result() -> None:
+    seen: list[str] = []
+
+    @never_asks
+    def rename(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+        return call.with_repairs("renamed", name="read_file", id="r" + call.id)
+
+    result = run([ToolCall("Read", {"path": "a"}, id="1")], (rename, recorder(seen, "after")))
+    assert seen == ["after:r1"]
+    assert result.calls[0].name == "read_file"
+    assert result.calls[0].repairs == ("renamed",)
+
+
+def test_a_settled_call_is_kept_with_its_verdict_and_skips_the_later_steps() -> None:
+    seen: list[str] = []
+
+    @never_asks
+    def settle_first(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+        if call.id == "1":
+            ctx.settle(CallVerdict("unchecked", call.name))
+        return call
+
+    calls = [ToolCall("read_file", {"path": "a"}, id="1"), ToolCall("read_file", {"path": "b"}, id="2")]
+    result = run(calls, (settle_first, recorder(seen, "after")))
+    assert seen == ["after:2"]  # the next call starts unsettled, under an ok verdict
+    assert [(c.id, v.status) for c, v in result.checked] == [("1", "unchecked"), ("2", "ok")]
+
+
+def test_an_unresolved_name_is_settled_by_the_names_step_before_the_rest() -> None:
+    seen: list[str] = []
+    steps = (*STEPS[:2], recorder(seen, "after"), *STEPS[2:])
+    calls = [ToolCall("launch_rockets", {}, id="1"), ToolCall("read_file", {"path": "a"}, id="2")]
+    result = run(calls, steps)
+    assert seen == ["after:2"]
+    (_, first), (_, second) = result.checked
+    assert (first.status, first.written_name) == ("unresolved", "launch_rockets")
+    assert second == CallVerdict("ok", "read_file")
+    assert [i.kind for i in result.interventions] == ["name_unresolved"]
+
+
+def test_a_step_asks_the_model_through_the_context_once_per_distinct_request() -> None:
+    def ask_twice(call: ToolCall, ctx: GuardContext) -> StepRun:
+        request = FixArguments(ctx.history, READ, call, ())
+        first = yield from ctx.ask(request)
+        again = yield from ctx.ask(request)  # the same request: answered without a generation
+        assert again is first
+        value = first.value if first is not None else None
+        return call.with_repairs(arguments=value) if isinstance(value, dict) else None
+
+    asked: list[Request] = []
+
+    def regenerate(request: Request) -> Regenerated | None:
+        asked.append(request)
+        return Regenerated({"path": "fixed"}, Usage(10, 2, 4, 1))
+
+    calls = [ToolCall("read_file", {"path": "a"}, id="1"), ToolCall("read_file", {"path": "b"}, id="2")]
+    steps = guard_steps(calls, [READ], PRESETS["full"], ASK, steps=(ask_twice,))
+    result = run_guard_sync(steps, regenerate)
+    assert [r.call.id for r in asked] == ["1", "2"]
+    assert [c.arguments for c in result.calls] == [{"path": "fixed"}] * 2
+    assert result.usage == Usage(20, 4, 8, 2)
+
+
+def test_the_names_step_yields_a_pick_name_request_the_loop_passes_on() -> None:
+    steps = guard_steps([ToolCall("fetch", {"path": "a"})], [READ], PRESETS["full"], ASK, can_regenerate=True)
+    request = next(steps)
+    assert isinstance(request, PickName)
+    assert request.tools == (READ,)
+    assert request.call.name == "fetch"
+    with pytest.raises(StopIteration) as stop:
+        steps.send(Regenerated("read_file", Usage(5, 1, 5, 1)))
+    result: GuardResult = stop.value.value
+    assert [c.name for c in result.calls] == ["read_file"]
+    assert result.checked[0][1] == CallVerdict("ok", "fetch")
+    assert "repicked" in result.calls[0].repairs
+    assert result.usage == Usage(5, 1, 5, 1)
+
+
+def test_the_context_prepares_the_grounding_once_and_counts_a_lone_call() -> None:
+    same = ToolCall("read_file", {"path": "a"})
+    ctx = GuardContext.start([same, same], [READ], PRESETS["strict"], ASK)
+    assert ctx.lone and ctx.spoken is ctx.spoken
+    assert ctx.spoken.has_string("notes.txt")
+    two = GuardContext.start([same, ToolCall("read_file", {"path": "b"})], [READ], PRESETS["strict"], ASK)
+    assert not two.lone
+
+
+def test_the_context_reads_the_previous_turns_answered_calls_only_under_end_loops() -> None:
+    done = ToolCall("read_file", {"path": "a"}, id="t1")
+    failed = ToolCall("read_file", {"path": "b"}, id="t2")
+    history = [
+        *ASK,
+        Message("assistant", "", tool_calls=(done, failed)),
+        Message("tool", "contents", tool_call_id="t1"),
+        Message("tool", "Error: no such file", tool_call_id="t2"),
+    ]
+    strict = GuardContext.start([done], [READ], PRESETS["strict"], history)
+    assert strict.answered == {context.call_key(done)}  # the failed call may be retried
+    assert GuardContext.start([done], [READ], PRESETS["full"], history).answered == frozenset()

@@ -1,0 +1,266 @@
+"""What the guard's steps share: the calls' vocabulary, one reply's :class:`GuardContext`, the :data:`Step` seam.
+
+The guard (:func:`tether.guardrails.pipeline.guard_steps`) runs each call of a reply through a
+tuple of steps. A :data:`Step` is a generator: it yields a :class:`PickName` or
+:class:`FixArguments` request whenever it needs the model again, receives the answer, and returns
+the call (possibly changed) or None to drop it. It may also :meth:`~GuardContext.settle` the call:
+kept as it stands, with that verdict, and no later step runs (a name no layer resolved).
+
+Everything a reply's steps accumulate lives on its :class:`GuardContext`: the interventions, the
+text of calls refused, the calls checked so far with their verdicts, the regenerations' usage, the
+calls already seen (``dedupe``), the requests already asked (one generation per distinct request)
+and the conversation's :class:`~tether.selection.grounded.Grounding`, prepared on first use.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import Any, Literal
+
+from tether.calls import ToolCall
+from tether.chat import Message, Usage, reads_as_failure
+from tether.grammar.formats.base import ToolSpec
+from tether.guardrails.arguments import ArgumentChecker, FieldError
+from tether.guardrails.interventions import Intervention
+from tether.guardrails.presets import GuardConfig
+from tether.selection.grounded import Grounding, conversation_text
+
+__all__ = [
+    "DECODE_REPAIRS",
+    "CallStatus",
+    "CallVerdict",
+    "FixArguments",
+    "GuardContext",
+    "GuardResult",
+    "PickName",
+    "Regenerated",
+    "Request",
+    "Step",
+    "StepRun",
+    "answered_last_turn",
+    "asking",
+    "call_key",
+    "never_asks",
+]
+
+CallStatus = Literal["ok", "unchecked", "unresolved", "invalid"]
+# Repairs made while decoding wire arguments (not parse repairs): the argument stage reads ``raw``.
+DECODE_REPAIRS = frozenset({"arguments_invalid", "arguments_not_object"})
+
+
+@dataclass(frozen=True)
+class CallVerdict:
+    """What the guard concluded about one call: ``written_name`` as the model wrote it;
+    ``status`` ``unchecked`` when the preset checks no names; ``errors`` left after coercion
+    and repair; ``candidates`` when the name was ambiguous."""
+
+    status: CallStatus
+    written_name: str
+    errors: tuple[FieldError, ...] = ()
+    candidates: tuple[str, ...] = ()
+
+    @property
+    def resolved(self) -> bool:
+        return self.status != "unresolved"
+
+
+@dataclass(frozen=True)
+class PickName:
+    """Ask the model again for the name only, constrained to ``tools``."""
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class FixArguments:
+    """Ask the model again for ``call``'s arguments only, constrained to ``tool``'s schema."""
+
+    messages: tuple[Message, ...]
+    tool: ToolSpec
+    call: ToolCall
+    errors: tuple[FieldError, ...]
+
+
+Request = PickName | FixArguments
+
+
+@dataclass(frozen=True)
+class Regenerated:
+    """A regenerator's answer: a name (``PickName``), an arguments object (``FixArguments``) or None."""
+
+    value: Any
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    """The calls still standing, in order, each with its verdict; ``refused_text`` holds the text
+    of calls the rescue gate turned back into prose; ``usage`` counts the regenerations."""
+
+    checked: tuple[tuple[ToolCall, CallVerdict], ...]
+    refused_text: tuple[str, ...] = ()
+    interventions: tuple[Intervention, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(c for c, _ in self.checked)
+
+
+def call_key(call: ToolCall) -> str:
+    """A call's identity for duplicates: its name and its arguments, key order aside."""
+    return call.name + "\0" + json.dumps(dict(call.arguments), sort_keys=True, ensure_ascii=False)
+
+
+def _request_key(request: Request) -> str:
+    """What a request's prompt is made of, besides the conversation (the same within one reply)."""
+    call = request.call
+    shown = [call.name, call.raw or "", json.dumps(dict(call.arguments), sort_keys=True, default=str)]
+    if isinstance(request, PickName):
+        return json.dumps(["pick", *shown])
+    tool = [request.tool.name, request.tool.description, request.tool.parameters]
+    errors = [[e.path, e.message, e.expected, e.schema_fragment, e.got] for e in request.errors]
+    return json.dumps(["fix", *shown, tool, errors], sort_keys=True, default=str)
+
+
+def asking(
+    request: Request, asked: dict[str, Regenerated | None]
+) -> Generator[Request, Regenerated | None, tuple[Regenerated | None, Usage]]:
+    """Ask the model once per distinct request in a reply: regenerations are greedy, so a repeated
+    call (the model's habit) gets the first one's answer without a second generation."""
+    key = _request_key(request)
+    if key in asked:
+        return asked[key], Usage()
+    answer = asked[key] = yield request
+    return answer, answer.usage if answer is not None else Usage()
+
+
+def answered_last_turn(history: Sequence[Message]) -> frozenset[str]:
+    """The calls of the conversation's last assistant turn (by :func:`call_key`) whose results end
+    the conversation and do not read as failures (a failed call may be retried)."""
+    results: dict[str, str] = {}
+    k = len(history)
+    while k > 0 and history[k - 1].role == "tool":
+        k -= 1
+        results[history[k].tool_call_id or ""] = history[k].content
+    if not results or k == 0 or history[k - 1].role != "assistant":
+        return frozenset()
+    return frozenset(
+        call_key(c)
+        for c in history[k - 1].tool_calls
+        if c.id in results and not reads_as_failure(results[c.id])
+    )
+
+
+@dataclass
+class GuardContext:
+    """One reply's guard state, shared by its steps; :meth:`start` builds it for a reply's calls.
+
+    Per reply: ``lone`` (the reply makes one call, however often the model repeated it),
+    ``answered`` (the previous turn's calls whose results came back, under ``end_loops``) and the
+    accumulators. Per call: ``verdict`` (``ok`` under the name as written until a step says
+    otherwise) and ``settled`` (set by :meth:`settle`: no later step runs).
+    """
+
+    tools: tuple[ToolSpec, ...]
+    config: GuardConfig
+    history: tuple[Message, ...] = ()
+    checkers: Mapping[str, ArgumentChecker] = field(default_factory=dict)
+    can_regenerate: bool = False
+    may_answer: bool = False  # a text answer would do instead (``tool_choice: auto`` on a fresh ask)
+    lone: bool = False
+    answered: frozenset[str] = frozenset()
+    notes: list[Intervention] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    checked: list[tuple[ToolCall, CallVerdict]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    seen: dict[str, int] = field(default_factory=dict)  # a kept call's key -> its index in checked
+    asked: dict[str, Regenerated | None] = field(default_factory=dict)  # one generation per request
+    verdict: CallVerdict = CallVerdict("ok", "")
+    settled: bool = False
+    by_name: dict[str, ToolSpec] = field(init=False)
+    names: list[str] = field(init=False)
+    _spoken: Grounding | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_name = {t.name: t for t in self.tools}
+        self.names = [t.name for t in self.tools]
+
+    @classmethod
+    def start(
+        cls,
+        calls: Sequence[ToolCall],
+        tools: Sequence[ToolSpec],
+        config: GuardConfig,
+        messages: Sequence[Message] = (),
+        *,
+        checkers: Mapping[str, ArgumentChecker] | None = None,
+        can_regenerate: bool = False,
+        may_answer: bool = False,
+    ) -> GuardContext:
+        """The context for one reply's ``calls``, before any step has run."""
+        history = tuple(messages)
+        return cls(
+            tuple(tools),
+            config,
+            history,
+            checkers or {},
+            can_regenerate,
+            may_answer,
+            lone=len({call_key(c) for c in calls}) == 1,
+            answered=answered_last_turn(history) if config.end_loops else frozenset(),
+        )
+
+    @property
+    def spoken(self) -> Grounding:
+        """The conversation's grounding, prepared on first use."""
+        if self._spoken is None:
+            self._spoken = Grounding.of(conversation_text(self.history))
+        return self._spoken
+
+    def begin(self, call: ToolCall) -> ToolCall:
+        """Start on the next call: ``ok`` under its name as written, not settled."""
+        self.verdict = CallVerdict("ok", call.name)
+        self.settled = False
+        return call
+
+    def settle(self, verdict: CallVerdict) -> None:
+        """Keep the current call as it stands, with ``verdict``: no later step runs for it."""
+        self.verdict = verdict
+        self.settled = True
+
+    def keep(self, call: ToolCall) -> None:
+        """The current call stands, with its verdict."""
+        self.checked.append((call, self.verdict))
+
+    def ask(self, request: Request) -> Generator[Request, Regenerated | None, Regenerated | None]:
+        """Ask the model (once per distinct request in the reply) and count the generation's usage."""
+        answer, used = yield from asking(request, self.asked)
+        self.usage = self.usage + used
+        return answer
+
+    def result(self) -> GuardResult:
+        """The reply's :class:`GuardResult`: the calls kept, the refused text, notes and usage."""
+        return GuardResult(
+            tuple(self.checked), tuple(t for t in self.refused if t), tuple(self.notes), self.usage
+        )
+
+
+StepRun = Generator[Request, Regenerated | None, ToolCall | None]
+Step = Callable[[ToolCall, GuardContext], StepRun]
+
+
+def never_asks(step: Callable[[ToolCall, GuardContext], ToolCall | None]) -> Step:
+    """A plain function as a :data:`Step`: for the steps that never need the model again."""
+
+    @wraps(step)
+    def run(call: ToolCall, ctx: GuardContext) -> StepRun:
+        yield from ()
+        return step(call, ctx)
+
+    return run

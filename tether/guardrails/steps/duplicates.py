@@ -1,0 +1,70 @@
+"""Step 5, duplicates: no call twice, in one reply or (``end_loops``) across two turns.
+
+With ``dedupe``, a call identical (name and arguments) to an earlier one of the reply is dropped,
+and so is one identical to a call of the previous turn whose result came back without failing
+(:func:`~.context.answered_last_turn`): the result is already in the conversation, and a small
+model otherwise loops on it until its turns run out (a changed world in between, such as a read
+after an edit, is another turn). With ``merge_variants``, a call that only reorders an earlier
+one's values or differs in optional values nobody said is merged into it
+(:func:`tether.guardrails.values.merge_variant`): the earlier entry is rewritten in place, and its
+earlier form stays seen, so a repeat of that is dropped too.
+"""
+
+from __future__ import annotations
+
+from tether.calls import ToolCall
+from tether.guardrails.interventions import Intervention
+from tether.guardrails.steps.context import GuardContext, call_key, never_asks
+from tether.guardrails.values import merge_variant
+from tether.selection.decision import request_text
+
+__all__ = ["call_repeated", "dedupe", "duplicates", "merge_variants"]
+
+
+def call_repeated(call: ToolCall, ctx: GuardContext) -> bool:
+    """Whether the previous turn made ``call`` and has its result (noted when so)."""
+    if call_key(call) not in ctx.answered:
+        return False
+    detail = "the previous turn made this call and has its result"
+    ctx.notes.append(Intervention("call_repeated", detail, call.name))
+    return True
+
+
+def dedupe(call: ToolCall, ctx: GuardContext) -> bool:
+    """Whether an earlier call of the reply is ``call`` exactly (noted when so)."""
+    key = call_key(call)
+    if key not in ctx.seen:
+        return False
+    detail = f"call {len(ctx.checked)} repeats call {ctx.seen[key]}"
+    ctx.notes.append(Intervention("duplicate_dropped", detail, call.name))
+    return True
+
+
+def merge_variants(call: ToolCall, ctx: GuardContext) -> bool:
+    """Whether ``call`` merged into an earlier call of the reply (rewritten in ``checked``)."""
+    if not ctx.checked:
+        return False
+    earlier = [c for c, _ in ctx.checked]
+    merged = merge_variant(call, earlier, ctx.by_name[call.name], ctx.spoken, request_text(ctx.history))
+    if merged is None:
+        return False
+    at, kept, detail = merged
+    ctx.notes.append(
+        Intervention("variant_merged", detail, call.name, dict(call.arguments), dict(kept.arguments))
+    )
+    ctx.seen[call_key(kept)] = at  # the merged call's earlier form stays seen: a repeat of it is dropped
+    ctx.checked[at] = (kept, ctx.checked[at][1])
+    return True
+
+
+@never_asks
+def duplicates(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+    """Drop a repeated or merged call; a call kept is seen from here on (``dedupe``)."""
+    config = ctx.config
+    if config.dedupe and (call_repeated(call, ctx) or dedupe(call, ctx)):
+        return None
+    if config.merge_variants and merge_variants(call, ctx):
+        return None
+    if config.dedupe:
+        ctx.seen[call_key(call)] = len(ctx.checked)
+    return call

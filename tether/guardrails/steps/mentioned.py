@@ -1,0 +1,46 @@
+"""Step 6, mentioned options: the lone call of a fresh ask gets the options the request names.
+
+The ``enum`` arguments the user's last message names word for word and the model left out are
+filled ("with pediatrics department" → ``department: "Pediatrics"``;
+:func:`tether.selection.relevance.mentioned_choices`), and a single choice nobody named gives way
+to the one the request names. Only for a reply of one call (however often the model repeated it).
+"""
+
+from __future__ import annotations
+
+from tether.calls import ToolCall
+from tether.guardrails.interventions import Intervention
+from tether.guardrails.steps.context import GuardContext, never_asks
+from tether.selection.grounded import said
+from tether.selection.relevance import mentioned_choices
+
+__all__ = ["fill_mentioned", "mentioned"]
+
+
+def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
+    """``call`` with the options the last user message names filled in (noted when any are)."""
+    history = ctx.history
+    named = mentioned_choices(history[-1].content or "", ctx.by_name[call.name].parameters, required=True)
+    spoken = ctx.spoken
+    # A named option fills what the model left out, and replaces a single choice nobody named.
+    added = {
+        k: v
+        for k, v in named.items()
+        if k not in call.arguments
+        or (not isinstance(v, list) and call.arguments[k] != v and not said(call.arguments[k], spoken))
+    }
+    if not added:
+        return call
+    filled = {**call.arguments, **added}
+    detail = "the request names " + ", ".join(f"{k}={v!r}" for k, v in added.items())
+    ctx.notes.append(Intervention("args_filled", detail, call.name, dict(call.arguments), filled))
+    return call.with_repairs("args_filled", arguments=filled)
+
+
+@never_asks
+def mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+    """Fill the mentioned options of the lone call of a reply to a fresh user ask."""
+    history = ctx.history
+    if ctx.config.fill_mentioned and ctx.lone and history and history[-1].role == "user":
+        return fill_mentioned(call, ctx)
+    return call
