@@ -103,7 +103,7 @@ def mask_build(engine: LlamaCppEngine, count: int) -> tuple[float, int, int]:
     _ = provider.vocab
     fmt = get_format("hermes")
     start = time.perf_counter()
-    plan, masks = provider.plan(fmt, tools, "names", required=False, parallel=True)
+    plan, masks = provider.plan(ReplySpec(fmt, tuple(tools), "names"))
     # Build every mask a name slot can visit for one name (as the first request offering the set does).
     state = plan.automaton.start()
     for b in b'{"name": "' + names[0].encode() + b'"':

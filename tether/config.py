@@ -65,6 +65,9 @@ class ServerConfig:
     backend_kind: Literal["auto", "llama-server", "vllm", "ollama", "openai"] = "auto"
     backend_api_key: str | None = None
     backend_timeout_s: float = 600.0
+    # The sentence-embedding model behind /v1/embeddings: a GGUF path; "auto": the bundled
+    # all-MiniLM-L6-v2 that setup converts, when it is there; None: none (off).
+    embedding_model: str | None = None
 
 
 def is_loopback(host: str) -> bool:
@@ -142,6 +145,11 @@ class Settings(BaseSettings):
     )
     backend_api_key: str | None = None
     backend_timeout: float = Field(default=600.0, gt=0, description="seconds a backend request may take")
+    embedding_model: str = Field(
+        default="auto",
+        description="GGUF sentence-embedding model for /v1/embeddings, or off; auto: the bundled "
+        "all-MiniLM-L6-v2 that setup converts, when present",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"  # the CLI's, not the app's
 
     @field_validator("model_alias", "server_tools", "workflow", mode="before")
@@ -234,6 +242,9 @@ class Settings(BaseSettings):
             backend_kind=self.backend_kind,
             backend_api_key=self.backend_api_key or None,
             backend_timeout_s=self.backend_timeout,
+            embedding_model=None
+            if self.embedding_model.strip().lower() in ("off", "")
+            else self.embedding_model.strip(),
         )
 
     def _check_backend(self, llama_options: LlamaOptions) -> None:

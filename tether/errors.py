@@ -69,11 +69,17 @@ class TetherError(Exception):
         }
 
 
-class InvalidRequestError(TetherError):
-    """The request is malformed or violates the API schema."""
+class _ClientError(TetherError):
+    """The request cannot be served as sent (OpenAI's ``invalid_request_error``; 400 unless a
+    subclass says otherwise)."""
 
     status = 400
     error_type = "invalid_request_error"
+
+
+class InvalidRequestError(_ClientError):
+    """The request is malformed or violates the API schema."""
+
     code = "invalid_request"
 
 
@@ -120,27 +126,24 @@ class AuthenticationError(TetherError):
     code = "invalid_api_key"
 
 
-class ModelNotFoundError(TetherError):
+class ModelNotFoundError(_ClientError):
     """The request names a model this server does not serve."""
 
     status = 404
-    error_type = "invalid_request_error"
     code = "model_not_found"
 
 
-class ResponseNotFoundError(TetherError):
+class ResponseNotFoundError(_ClientError):
     """A Responses API request names a response id this server does not hold (never made, or evicted)."""
 
     status = 404
-    error_type = "invalid_request_error"
     code = "response_not_found"
 
 
-class PayloadTooLargeError(TetherError):
+class PayloadTooLargeError(_ClientError):
     """The request body is larger than the configured limit."""
 
     status = 413
-    error_type = "invalid_request_error"
     code = "payload_too_large"
 
 
@@ -154,35 +157,32 @@ class QueueFullError(TetherError):
     retry_after = 1
 
 
-class QueueTimeoutError(TetherError):
-    """A request waited longer than the server's queue timeout for a slot; retry later."""
+class _UnavailableError(TetherError):
+    """The server cannot take the request now (503); the same request may succeed after ``retry_after``."""
 
     status = 503
-    error_type = "server_error"
-    code = "queue_timeout"
     retryable = True
     retry_after = 1
 
 
-class ShuttingDownError(TetherError):
+class QueueTimeoutError(_UnavailableError):
+    """A request waited longer than the server's queue timeout for a slot; retry later."""
+
+    code = "queue_timeout"
+
+
+class ShuttingDownError(_UnavailableError):
     """The server is shutting down: queued and running generations are cancelled."""
 
-    status = 503
-    error_type = "server_error"
     code = "shutting_down"
-    retryable = True
     retry_after = 5
 
 
-class SessionStoreUnavailableError(TetherError):
+class SessionStoreUnavailableError(_UnavailableError):
     """The shared workflow-session store (Redis) cannot be reached or a session stays locked; the
     request is refused rather than run without its workflow being enforced."""
 
-    status = 503
-    error_type = "server_error"
     code = "session_store_unavailable"
-    retryable = True
-    retry_after = 1
 
 
 class RequestCancelledError(TetherError):
@@ -193,58 +193,48 @@ class RequestCancelledError(TetherError):
     code = "cancelled"
 
 
+# The errors below keep TetherError's 500 / ``server_error`` unless they say otherwise.
+
+
 class InternalError(TetherError):
     """An unexpected fault inside tether; the request ends, the server stays up."""
 
-    status = 500
-    error_type = "server_error"
     code = "internal_error"
 
 
 class EngineError(TetherError):
     """The inference engine failed."""
 
-    status = 500
-    error_type = "server_error"
     code = "engine_error"
     retryable = True
 
 
 class BackendUnavailableError(EngineError):
-    """The remote engine behind ``--backend`` could not be reached or answered with an error."""
+    """The remote engine behind ``--backend`` could not be reached or answered with an error (retryable)."""
 
     status = 502
     code = "backend_unavailable"
-    retryable = True
 
 
 class ConfigError(TetherError):
     """The configuration is invalid (raised at start-up, shown as one line by the CLI)."""
 
-    status = 500
-    error_type = "server_error"
     code = "config_error"
 
 
-class FormatError(TetherError):
+class FormatError(_ClientError):
     """A tool-call format is unknown or cannot be used with this model."""
 
-    status = 400
-    error_type = "invalid_request_error"
     code = "format_error"
 
 
 class ToolError(TetherError):
     """A tool failed or was refused; reported to the model as a tool result, not to the client."""
 
-    status = 500
-    error_type = "server_error"
     code = "tool_error"
 
 
 class SandboxError(TetherError):
     """The sandbox cannot run (missing bubblewrap, namespaces refused); fails closed."""
 
-    status = 500
-    error_type = "server_error"
     code = "sandbox_unavailable"

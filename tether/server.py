@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
@@ -15,16 +16,17 @@ from fastapi import FastAPI
 from tether.config import ServerConfig
 from tether.engine.base import Engine
 from tether.engine.llama_options import check_mlx
-from tether.engine.locate import bundled_model_path
+from tether.engine.locate import bundled_embedding_model_path, bundled_model_path
 from tether.engine.scheduler import Scheduler
 from tether.errors import ConfigError
 from tether.proxy.app import create_app
 from tether.turns.stages import ServerToolsStage
 
 if TYPE_CHECKING:
+    from tether.engine.embedding import Embedder
     from tether.engine.remote.chat import ChatBackend
 
-__all__ = ["ENGINE_LOADERS", "EngineLoader", "build_app", "load_engines", "run_server"]
+__all__ = ["ENGINE_LOADERS", "EngineLoader", "build_app", "load_embedder", "load_engines", "run_server"]
 
 log = structlog.get_logger(__name__)
 
@@ -154,37 +156,37 @@ def _mlx_engines(config: ServerConfig, model: Path | None, *, progress: bool) ->
 # -- --backend servers (docs/backends.md) -----------------------------------------------------------
 
 
-def _token_backend(config: ServerConfig, kind: str) -> str:
-    """The ``--backend`` URL of a server tether drives by token ids; ``--model`` names no model there."""
-    assert config.backend is not None
-    if config.model_path is not None:
-        raise ConfigError(
-            f"--model names the backend's model for openai and ollama backends only, not {kind}"
-        )
-    return config.backend
+class _ConnectTokens(Protocol):
+    def __call__(
+        self, url: str, *, slots: int = ..., api_key: str | None = ..., timeout_s: float = ...
+    ) -> Sequence[Engine]: ...
 
 
 def _llama_server_slots(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
     """One engine per slot of the llama-server."""
     from tether.engine.remote import connect_llama_server
 
-    return list(
-        connect_llama_server(
-            _token_backend(config, "llama-server"),
-            slots=config.slots,
-            api_key=config.backend_api_key,
-            timeout_s=config.backend_timeout_s,
-        )
-    )
+    return _token_slots(config, "llama-server", connect_llama_server)
 
 
 def _vllm_slots(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
     """One engine per slot of the vLLM server."""
     from tether.engine.remote.vllm import connect_vllm
 
+    return _token_slots(config, "vllm", connect_vllm)
+
+
+def _token_slots(config: ServerConfig, kind: str, connect: _ConnectTokens) -> list[Engine]:
+    """One engine per slot of a ``--backend`` server tether drives by token ids; ``--model`` names no
+    model there."""
+    assert config.backend is not None
+    if config.model_path is not None:
+        raise ConfigError(
+            f"--model names the backend's model for openai and ollama backends only, not {kind}"
+        )
     return list(
-        connect_vllm(
-            _token_backend(config, "vllm"),
+        connect(
+            config.backend,
             slots=config.slots,
             api_key=config.backend_api_key,
             timeout_s=config.backend_timeout_s,
@@ -267,9 +269,28 @@ def server_tools(config: ServerConfig) -> ServerToolsStage | None:
     return ServerToolsStage(ToolBox(chosen, policy=policy))
 
 
+def load_embedder(config: ServerConfig) -> Embedder | None:
+    """The sentence-embedding model of ``--embedding-model``: None when off, or when ``auto`` finds no
+    converted bundled model (one log line says how to get it); a given path must load."""
+    if config.embedding_model is None:
+        return None
+    if config.embedding_model == "auto":
+        try:
+            path = bundled_embedding_model_path()
+        except ConfigError as exc:
+            log.info("embeddings_off", reason=exc.message)
+            return None
+    else:
+        path = Path(config.embedding_model).expanduser()
+    from tether.engine.embedding import LlamaEmbedder
+
+    return LlamaEmbedder(path, n_threads=config.n_threads)
+
+
 def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
     tools = server_tools(config)
     engines = load_engines(config, progress=progress)
+    embedder = load_embedder(config)
     scheduler = Scheduler(
         engines,
         queue_limit=config.queue_limit,
@@ -279,7 +300,7 @@ def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
     from tether.engine.remote.chat import ChatSlot
 
     chat = engines[0].backend if isinstance(engines[0], ChatSlot) else None
-    return create_app(config, scheduler, server_tools=tools, chat_backend=chat)
+    return create_app(config, scheduler, server_tools=tools, chat_backend=chat, embedder=embedder)
 
 
 class _Server(uvicorn.Server):

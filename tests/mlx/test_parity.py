@@ -26,6 +26,7 @@ from tether.evals.name_fix import CASES, FEW_SHOT, PREFILL, TOOLS, run_name_fix
 from tether.grammar.formats import get_format
 from tether.grammar.plan import Mode
 from tether.grammar.provider import ConstraintProvider
+from tether.grammar.spec import ReplySpec
 
 if TYPE_CHECKING:
     from tether.engine.mlx import MlxEngine
@@ -83,7 +84,7 @@ def _resolved_names(engine: Engine, mode: Mode) -> tuple[list[str], list[float]]
         prompt = build_prompt(template, fmt, (Message("system", FEW_SHOT), Message("user", case)), TOOLS)
         ids = engine.tokenize(prompt + PREFILL)
         constraint = provider.constraint(
-            fmt, TOOLS, mode, prompt_len=len(ids), required=True, primed=PREFILL.encode()
+            ReplySpec(fmt, tuple(TOOLS), mode, required=True), prompt_len=len(ids), primed=PREFILL.encode()
         )
         seen: list[float] = []
 
@@ -141,7 +142,9 @@ def test_idle_constraint_changes_no_token(mlx_engine: MlxEngine) -> None:
     provider = ConstraintProvider(mlx_engine)
     ids = _prompt(mlx_engine, "Write a haiku about rain.")
     plain = greedy(mlx_engine, ids, 12)
-    constraint = provider.constraint(get_format("hermes"), TOOLS, "strict", prompt_len=len(ids))
+    constraint = provider.constraint(
+        ReplySpec(get_format("hermes"), tuple(TOOLS), "strict"), prompt_len=len(ids)
+    )
     params = SamplingParams(max_tokens=12, temperature=0.0)
     guarded = [
         ev.id for ev in mlx_engine.generate(ids, params, logits_processor=constraint) if isinstance(ev, Token)

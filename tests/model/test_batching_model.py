@@ -27,6 +27,7 @@ from tether.evals.name_fix import TOOLS as NAME_FIX_TOOLS
 from tether.grammar.formats import get_format
 from tether.grammar.plan import Mode
 from tether.grammar.provider import ConstraintProvider
+from tether.grammar.spec import ReplySpec
 
 NOISE = 1.5  # bound on |logit difference| between batched and serial rows (measured max ~1.0)
 TOOLS = list(NAME_FIX_TOOLS[:2])  # read_file, run_command
@@ -68,7 +69,11 @@ def trace(slot: BatchSlot, request: Request, *, record: bool = True) -> Trace:
         return row
 
     provider = ConstraintProvider(slot)
-    layer0 = provider.constraint(get_format("generic"), TOOLS, mode, prompt_len=len(ids)) if mode else None
+    layer0 = (
+        provider.constraint(ReplySpec(get_format("generic"), tuple(TOOLS), mode), prompt_len=len(ids))
+        if mode
+        else None
+    )
     processor: LogitsProcessor | None = chain([layer0, keep]) if record else layer0
     tokens = [e.id for e in slot.generate(ids, GREEDY, logits_processor=processor) if isinstance(e, Token)]
     return [t for t in tokens if t >= 0], rows

@@ -15,6 +15,7 @@ from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.masks import MaskCache
 from tether.grammar.provider import ConstraintProvider
+from tether.grammar.spec import ReplySpec
 
 
 def test_prose_is_token_identical_with_constraint_attached(smollm: LlamaCppEngine) -> None:
@@ -26,7 +27,7 @@ def test_prose_is_token_identical_with_constraint_attached(smollm: LlamaCppEngin
         ids = smollm.tokenize(template.render([{"role": "user", "content": question}]))
         plain = [ev.id for ev in smollm.generate(ids, params) if isinstance(ev, Token)]
         for mode in ("names", "strict"):
-            c = provider.constraint(get_format("hermes"), TOOLS, mode, prompt_len=len(ids))  # type: ignore[arg-type]
+            c = provider.constraint(ReplySpec(get_format("hermes"), tuple(TOOLS), mode), prompt_len=len(ids))  # type: ignore[arg-type]
             guarded = [
                 ev.id for ev in smollm.generate(ids, params, logits_processor=c) if isinstance(ev, Token)
             ]
@@ -68,7 +69,7 @@ def test_forced_text_follows_the_models_own_tokenization(smollm: LlamaCppEngine)
     ids = smollm.tokenize(prompt)
     provider = ConstraintProvider(smollm)
     params = SamplingParams(max_tokens=12, temperature=0.0)
-    plan, _ = provider.plan(fmt, [tool], "names", required=False, parallel=True)
+    plan, _ = provider.plan(ReplySpec(fmt, (tool,), "names"))
     first: dict[bool, list[int]] = {}
     for canonical in (True, False):
         c = ToolConstraint(

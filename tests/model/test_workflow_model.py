@@ -16,7 +16,7 @@ import pytest
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.scheduler import Scheduler
 from tether.grammar.formats import detect_format, get_format
-from tether.turns.core import ChatCore
+from tether.turns.core import ChatCore, CoreOptions
 from tether.turns.layer0 import reply_spec_factory
 from tether.workflows import CoreClient, ModelCalled, RunEvent, WorkflowRunner, load_workflow
 
@@ -30,7 +30,7 @@ async def test_notes_workflow_runs_to_its_terminal_tool(smollm: LlamaCppEngine) 
     core = ChatCore(
         Scheduler([smollm]),
         get_format(detect_format(smollm.info.chat_template)),
-        reply_spec=reply_spec_factory(smollm.info.layers),
+        CoreOptions(reply_spec=reply_spec_factory(smollm.info.layers)),
     )
     executed: list[tuple[str, dict[str, Any]]] = []
 

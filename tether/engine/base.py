@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -34,6 +34,7 @@ __all__ = [
     "Decides",
     "Done",
     "Engine",
+    "EngineBase",
     "EngineInfo",
     "FinishReason",
     "Generation",
@@ -237,25 +238,57 @@ class Engine(Protocol):
 
 @dataclass(frozen=True)
 class Generation:
-    """One generation's inputs, as ``ContextEngine._generate`` receives them."""
+    """One generation's inputs, as an engine's ``_generate`` receives them."""
 
     prompt: list[int]
     params: SamplingParams
     logits_processor: LogitsProcessor | None = None
     cancel: threading.Event | None = None
+    constraint: Constraint | None = None
 
 
-class ContextEngine:
-    """Base for engines that own one inference context: ``compile`` turns specs into logits processors
-    over the model's vocabulary; ``generate`` refuses overlapping use (a scheduler bug), chains the
-    request's sampling processors, the caller's processor and the constraint (last, so no bias
-    re-opens a masked token), and runs the subclass's ``_generate``, which ends in ``token_loop``.
-    Asked for log-probabilities, it chains the one recorder after them, for every engine."""
-
-    _compiler: LocalCompiler | None = None
+class EngineBase:
+    """What every engine's ``generate`` shares: the call, and one generation at a time (overlapping use
+    is a scheduler bug). A subclass says what it can apply (``_admit``, which raises for the rest)
+    and runs the admitted generation (``_run``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams,
+        *,
+        constraint: Constraint | None = None,
+        cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
+    ) -> Iterator[GenerationEvent]:
+        from tether.errors import EngineError
+
+        run = self._admit(Generation(list(prompt), params, logits_processor, cancel, constraint))
+        if not self._lock.acquire(blocking=False):
+            raise EngineError("engine slot is busy: the scheduler must not run two generations on one slot")
+        try:
+            yield from self._run(run)
+        finally:
+            self._lock.release()
+
+    def _admit(self, run: Generation) -> Generation:
+        raise NotImplementedError
+
+    def _run(self, run: Generation) -> Iterator[GenerationEvent]:
+        raise NotImplementedError
+
+
+class ContextEngine(EngineBase):
+    """Base for engines that own one inference context: ``compile`` turns specs into logits processors
+    over the model's vocabulary; a generation chains the request's sampling processors, the caller's
+    processor and the constraint (last, so no bias re-opens a masked token), and runs the subclass's
+    ``_generate``, which ends in ``token_loop``. Asked for log-probabilities, it chains the one
+    recorder after them, for every engine."""
+
+    _compiler: LocalCompiler | None = None
 
     @property
     def info(self) -> EngineInfo:
@@ -273,39 +306,25 @@ class ContextEngine:
     def compile(self, spec: OutputSpec, *, prompt_len: int) -> Constraint:
         return self.compiler.compile(spec, prompt_len=prompt_len)
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams,
-        *,
-        constraint: Constraint | None = None,
-        cancel: threading.Event | None = None,
-        logits_processor: LogitsProcessor | None = None,
-    ) -> Iterator[GenerationEvent]:
+    def _admit(self, run: Generation) -> Generation:
         from tether.engine.processors import chain, sampling_processors
         from tether.errors import EngineError
         from tether.grammar.local import LocalConstraint
 
+        constraint = run.constraint
         if constraint is not None and not isinstance(constraint, LocalConstraint):
             raise EngineError(
                 f"an in-process engine cannot apply {type(constraint).__name__}: compile it here"
             )
-        if not self._lock.acquire(blocking=False):
-            raise EngineError(
-                "engine context is busy: the scheduler must not run two generations on one slot"
-            )
-        try:
-            own = sampling_processors(params, len(prompt))
-            processor = chain([*own, logits_processor, constraint])
-            run = Generation(list(prompt), params, processor, cancel)
-            if params.logprobs is None:
-                yield from self._generate(run)
-            else:
-                from tether.engine.logprobs import recorded
+        own = sampling_processors(run.params, len(run.prompt))
+        return replace(run, logits_processor=chain([*own, run.logits_processor, constraint]))
 
-                yield from recorded(run, self._generate, self.token_pieces())
-        finally:
-            self._lock.release()
+    def _run(self, run: Generation) -> Iterator[GenerationEvent]:
+        if run.params.logprobs is None:
+            return self._generate(run)
+        from tether.engine.logprobs import recorded
+
+        return recorded(run, self._generate, self.token_pieces())
 
     def token_pieces(self) -> list[bytes]:
         raise NotImplementedError

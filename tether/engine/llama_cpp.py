@@ -3,6 +3,10 @@
 One instance owns one ``Llama`` context. Prefix reuse is the live context's:
 a prompt that shares a prefix with what the context holds only evaluates the
 new tail (``Llama.generate`` trims the KV cache to the common prefix).
+
+A GGUF without a chat template is prompted with tether's ChatML fallback; where its end-of-turn
+marker is plain text to the model, every generation stops at the fallback's markers
+(``LlamaText.model_stops``, applied by :func:`tether.engine.stops.stop_at`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from tether.engine.base import (
 )
 from tether.engine.llama_options import LlamaOptions, llama_kwargs
 from tether.engine.loop import token_loop
+from tether.engine.stops import stop_at
+from tether.engine.template import fallback_stops
 from tether.errors import ConfigError, EngineError
 
 __all__ = ["LlamaCppEngine", "LlamaText", "describe_llama", "model_id_for", "open_llama"]
@@ -124,6 +130,20 @@ class LlamaText:
     _llm: Any
     _text_info: EngineInfo
     _pieces: list[bytes] | None = None
+    _model_stops: tuple[str, ...] | None = None
+
+    @property
+    def model_stops(self) -> tuple[str, ...]:
+        """Stop strings of every generation on this model: the fallback template's turn markers
+        where the model has no template and the end-of-turn marker is not its own end token."""
+        if self._model_stops is None:
+            info = self._text_info
+            self._model_stops = fallback_stops(
+                info.chat_template, lambda text: self.tokenize(text, special=True), info.eos_token_ids
+            )
+            if self._model_stops:
+                log.info("fallback_template_stops", model=info.model_id, stops=list(self._model_stops))
+        return self._model_stops
 
     def tokenize(self, text: str, *, special: bool = True) -> list[int]:
         bos = self._text_info.bos_token
@@ -170,6 +190,7 @@ class LlamaCppEngine(LlamaText, ContextEngine):
         log.info(
             "model_loaded", path=str(path), n_ctx=self._info.n_ctx, threads=threads, **options.describe()
         )
+        _ = self.model_stops  # decided once, at load
 
     @property
     def info(self) -> EngineInfo:
@@ -207,7 +228,7 @@ class LlamaCppEngine(LlamaText, ContextEngine):
             logits_processor=processors,
         )
         try:
-            yield from token_loop(
+            events = token_loop(
                 _checked(tokens, guarded),
                 piece=lambda t: llm.detokenize([t], special=True),
                 eos=eos,
@@ -216,6 +237,10 @@ class LlamaCppEngine(LlamaText, ContextEngine):
                 prompt_tokens=len(prompt),
                 evaluated=evaluated,
             )
+            stops = self.model_stops
+            if stops:
+                events = stop_at(events, stops, prompt_tokens=len(prompt), evaluated=evaluated)
+            yield from events
         finally:
             tokens.close()
 

@@ -2,6 +2,10 @@
 
 Text that could still be the start of a stop string is held back; everything
 else is released at once, so streaming latency is not hurt by stop strings.
+:class:`StopMatcher` is the one matcher: the turn applies a request's ``stop`` with it, and an
+engine applies the stops of its model with it (:func:`stop_at`: a model whose chat template is
+tether's fallback and whose end-of-turn marker is plain text, see
+:func:`tether.engine.template.fallback_stops`), before a token leaves the engine.
 
 A small model under greedy decoding can fall into a loop ("6-point 6-point 6-point ...")
 that only the context's end stops: minutes of decode for nothing. :class:`RepetitionStop`
@@ -10,9 +14,13 @@ ends a generation whose recent text is one short unit repeated many times over.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 
-__all__ = ["RepetitionStop", "StopMatcher"]
+from tether.engine.base import Done, GenerationEvent, Token
+
+__all__ = ["RepetitionStop", "StopMatcher", "stop_at"]
 
 
 class StopMatcher:
@@ -57,6 +65,50 @@ class StopMatcher:
                     best = n
                     break
         return best
+
+
+def stop_at(
+    events: Iterable[GenerationEvent],
+    stops: Sequence[str],
+    *,
+    prompt_tokens: int,
+    evaluated: int | Callable[[], int],
+) -> Iterator[GenerationEvent]:
+    """A generation's events ending at the first of ``stops``: the stop and what follows never leave.
+
+    Tokens that may still open a stop are held back (whole tokens: a token is released once all of
+    its text is); on a match the token the stop starts in leaves with only its text before the stop,
+    the rest of the generation is closed, and the ``Done`` says ``stop``. Without a match the
+    events pass unchanged (the held tokens leave before the ``Done``)."""
+    matcher = StopMatcher(stops)
+    held: deque[Token] = deque()
+    free = 0  # released characters no held token has taken yet
+    produced = 0
+    source = iter(events)
+    try:
+        for event in source:
+            if not isinstance(event, Token):
+                matcher.flush()
+                yield from held
+                yield event
+                return
+            produced += event.id >= 0
+            held.append(event)
+            free += len(matcher.feed(event.text))
+            while held and len(held[0].text) <= free:
+                token = held.popleft()
+                free -= len(token.text)
+                yield token
+            if matcher.matched is not None:
+                if held and free:
+                    yield replace(held[0], text=held[0].text[:free])
+                count = evaluated() if callable(evaluated) else evaluated
+                yield Done("stop", prompt_tokens, count, produced)
+                return
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
 
 
 class RepetitionStop:

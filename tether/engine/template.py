@@ -1,10 +1,16 @@
-"""Rendering prompts with a model's own Jinja chat template, in a sandboxed environment."""
+"""Rendering prompts with a model's own Jinja chat template, in a sandboxed environment.
+
+A model whose GGUF ships no template gets tether's ChatML fallback (:data:`DEFAULT_CHATML`). Its
+turn markers mean something to the model only where they are its own special tokens; where the
+end-of-turn marker is plain text to it, the model goes on writing the next turns after its reply,
+so the markers become stop strings of every generation on it (:func:`fallback_stops`).
+"""
 
 from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jinja2
@@ -13,13 +19,37 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tether.errors import ConfigError, InvalidRequestError
 
-__all__ = ["DEFAULT_CHATML", "ChatTemplate"]
+__all__ = ["DEFAULT_CHATML", "FALLBACK_TURN_END", "FALLBACK_TURN_OPEN", "ChatTemplate", "fallback_stops"]
+
+# The fallback's turn markers.
+FALLBACK_TURN_OPEN = "<|im_start|>"
+FALLBACK_TURN_END = "<|im_end|>"
 
 # Used only when a model ships no template at all.
 DEFAULT_CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content']"
     " + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
+
+
+def fallback_stops(
+    chat_template: str | None, tokenize: Callable[[str], Sequence[int]], ends: frozenset[int]
+) -> tuple[str, ...]:
+    """The stop strings a model needs for tether's fallback template: none when the model ships a
+    template of its own, or when the fallback's end-of-turn marker is one token that ends a
+    generation (``ends``: the model's end-of-generation ids); else the marker and the next turn's
+    opener, which the model would otherwise write as text and run on into invented turns.
+
+    ``tokenize`` is the model's, with special tokens parsed (a BOS it adds is discounted)."""
+    if chat_template:
+        return ()
+    lead = list(tokenize(""))
+    ids = list(tokenize(FALLBACK_TURN_END))
+    if ids[: len(lead)] == lead:
+        ids = ids[len(lead) :]
+    if len(ids) == 1 and ids[0] in ends:
+        return ()
+    return (FALLBACK_TURN_END, FALLBACK_TURN_OPEN)
 
 
 def _raise(message: str) -> None:

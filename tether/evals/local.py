@@ -61,6 +61,7 @@ async def open_client(target: Target) -> AsyncIterator[ChatClient]:
         llama_options=LlamaOptions(gpu_layers=target.gpu_layers),
         backend=target.backend.rstrip("/") if target.backend else None,
         backend_kind=target.backend_kind,  # type: ignore[arg-type]  # the CLI checks the value
+        embedding_model="auto",  # as `tether serve` does: the bundled embedding model where it is set up
     )
     app = build_app(config)
     scheduler = app.state.tether.scheduler

@@ -22,6 +22,7 @@ from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.plan import Mode
 from tether.grammar.provider import ConstraintProvider
+from tether.grammar.spec import ReplySpec
 
 __all__ = ["CASES", "FEW_SHOT", "PREFILL", "TOOLS", "NameFixResult", "run_name_fix"]
 
@@ -134,14 +135,8 @@ def run_name_fix(
         for mode, res in results.items():
             processor = None
             if mode != "off":
-                processor = provider.constraint(
-                    fmt,
-                    TOOLS,
-                    mode,  # type: ignore[arg-type]
-                    prompt_len=len(ids),
-                    required=True,
-                    primed=PREFILL.encode(),
-                )
+                spec = ReplySpec(fmt, tuple(TOOLS), mode, required=True)  # type: ignore[arg-type]
+                processor = provider.constraint(spec, prompt_len=len(ids), primed=PREFILL.encode())
             text = PREFILL + "".join(
                 ev.text
                 for ev in engine.generate(ids, params, logits_processor=processor)

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from tether.errors import ConfigError
 from tether.evals import bfcl
-from tether.evals.client import ChatClient
-from tether.evals.episode import run_episode
+from tether.evals.client import ChatClient, Reply
+from tether.evals.episode import EpisodeResult, run_episode
 from tether.evals.records import ItemRecord
 from tether.evals.scenario_spec import TIERS, Scenario, ToolSpecModel, load_suite
 
@@ -79,21 +79,13 @@ class BfclEvalItem:
         if reply.error:  # BFCL keeps the error text as the model's result and judges that
             message = {"role": "assistant", "content": f"Error during inference: {reply.error}"}
         score = bfcl.score_message(self.item, message)
-        return ItemRecord(
-            suite=self.suite,
-            category=self.category,
-            item_id=self.item_id,
-            preset=preset,
+        return replace(
+            _record(self, preset, reply),
             correct=score.correct,
             error=reply.error or score.error,
             error_type="inference_error" if reply.error else score.error_type,
-            model_calls=reply.model_calls,
-            retries=reply.retries,
             turns=1,
             tool_calls=len(reply.tool_calls),
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            cached_tokens=reply.cached_tokens,
             latency_s=round(reply.latency_s, 3),
             interventions=_kinds(reply.interventions),
             output={"content": reply.text or None, "tool_calls": _calls(reply.tool_calls)},
@@ -125,26 +117,33 @@ class ScenarioEvalItem:
             seed=seed,
             max_tokens=options.max_tokens,
         )
-        return ItemRecord(
-            suite=self.suite,
-            category=self.category,
-            item_id=self.item_id,
-            preset=preset,
+        return replace(
+            _record(self, preset, result),
             correct=result.passed,
             error="; ".join(result.failures)[:1000],
             error_type="request_failed" if result.error else ("failed_checks" if result.failures else ""),
-            model_calls=result.model_calls,
-            retries=result.retries,
             turns=result.turns,
             tool_calls=len(result.calls),
             tool_errors=result.tool_errors,
             compactions=result.compactions,
-            prompt_tokens=result.prompt_tokens,
-            completion_tokens=result.completion_tokens,
-            cached_tokens=result.cached_tokens,
             interventions=dict(result.interventions),
             output=result.summary(),
         )
+
+
+def _record(item: EvalItem, preset: str, cost: Reply | EpisodeResult) -> ItemRecord:
+    """The record of ``item`` under ``preset`` with what it cost; ``evaluate`` adds the outcome."""
+    return ItemRecord(
+        item.suite,
+        item.category,
+        item.item_id,
+        preset,
+        model_calls=cost.model_calls,
+        retries=cost.retries,
+        prompt_tokens=cost.prompt_tokens,
+        completion_tokens=cost.completion_tokens,
+        cached_tokens=cost.cached_tokens,
+    )
 
 
 def _kinds(notes: Sequence[dict[str, Any]]) -> dict[str, int]:

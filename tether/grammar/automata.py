@@ -55,6 +55,11 @@ class Automaton:
         """The name switch whose name is being written from ``state``, with the name so far."""
         return None
 
+    def leaf(self, state: State) -> tuple[Automaton, State]:
+        """The innermost part ``state`` is in, with its own state (the part that consumed the last
+        byte); a composite whose input has not decided between its parts yet is its own leaf."""
+        return self, state
+
 
 def _candidates_default(a: Automaton, state: State, vocab: TokenVocab) -> Candidates:
     exact = a.exact_tokens(state)
@@ -179,6 +184,10 @@ class NameSwitch(Automaton):
             return self, prefix
         return self.conts[chosen].name_slot(sub)
 
+    def leaf(self, state: State) -> tuple[Automaton, State]:
+        _, chosen, sub = state
+        return (self, state) if chosen is None else self.conts[chosen].leaf(sub)
+
 
 class Seq(Automaton):
     """Parts in order. A part that may end and rejects the next byte hands it to the next part."""
@@ -251,6 +260,10 @@ class Seq(Automaton):
                 return found
         return None
 
+    def leaf(self, state: State) -> tuple[Automaton, State]:
+        part: Automaton = self.parts[state[0]]
+        return part.leaf(state[1])
+
 
 class Choice(Automaton):
     """Any one of ``options``; runs them side by side until the input decides."""
@@ -295,6 +308,9 @@ class Choice(Automaton):
 
     def name_slot(self, state: State) -> tuple[NameSwitch, bytes] | None:
         return self.options[state[0][0]].name_slot(state[0][1]) if len(state) == 1 else None
+
+    def leaf(self, state: State) -> tuple[Automaton, State]:
+        return self.options[state[0][0]].leaf(state[0][1]) if len(state) == 1 else (self, state)
 
     def branches(self, state: State) -> frozenset[int]:
         """The options still alive in ``state``."""
@@ -372,3 +388,7 @@ class Star(Automaton):
             if found is not None or not self.item.is_final(sub):
                 return found
         return self.item.name_slot(self.item.start()) if count < self.max_items else None
+
+    def leaf(self, state: State) -> tuple[Automaton, State]:
+        _, sub = state
+        return (self, state) if sub is None else self.item.leaf(sub)

@@ -6,6 +6,11 @@ logits with the cached allowed set of the current state. Idle states cost one
 bytes append and a marker search. When nothing fits (a dead end) it ends the
 generation (only EOS stays allowed) and records the event: an armed name slot
 never fails open.
+
+Inside the schema's part of a ``strict`` call it also follows the value for runaway repetition
+(:class:`~tether.grammar.steering.ValueRuns`): a looping array or string may only close. That rule
+lives here, on the logits, not in the automaton's state: a repeat counter in the state would make
+every step of a long value a new state and defeat the mask cache.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import structlog
 from tether.grammar.automata import Automaton, State
 from tether.grammar.masks import Mask, MaskCache
 from tether.grammar.plan import ConstraintPlan
-from tether.grammar.steering import CallList, Decision, Steering, apply_decision
+from tether.grammar.regex import RegexPart
+from tether.grammar.steering import CallList, Decision, Steering, ValueRuns, apply_decision, comma_tokens
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["ToolConstraint", "in_tail"]
@@ -41,6 +47,7 @@ class ConstraintStats:
     masked_steps: int = 0
     dead_ends: int = 0
     rejected_tokens: int = 0
+    closed_values: int = 0  # steps where a looping array or string could only close
 
 
 class ToolConstraint:
@@ -72,6 +79,8 @@ class ToolConstraint:
         counting = self.steering.end_repeats or self.steering.max_calls is not None
         self.calls = CallList(self.steering.max_calls) if plan.list_close is not None and counting else None
         self._closers: npt.NDArray[np.int32] | None = None
+        self.values = ValueRuns() if plan.strict_args and self.steering.bound_values else None
+        self._in_schema = False
         self._max_marker = max((len(m) for m in plan.markers), default=0)
         if plan.from_start:
             self.stats.armed += 1
@@ -164,6 +173,40 @@ class ToolConstraint:
             elif self.calls.between_calls and self.calls.short and steering.short_list_bias:
                 closers = self._list_closers()
                 logits[closers] -= steering.short_list_bias
+        if self._in_schema:
+            logits = self._bound_values(logits)
+        return logits
+
+    def _bound_values(self, logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
+        """A looping string may only close; a token that would continue a looping array with a ``,`` is
+        masked. Where the grammar cannot close there (``minItems`` not reached, a string ``pattern``),
+        the grammar wins and nothing changes."""
+        values = self.values
+        assert values is not None
+        if values.string_over:
+            quotes = self.vocab.ids_starting_with(b'"')
+            keep = quotes[np.isfinite(logits[quotes])]
+            if keep.size == 0:
+                return logits
+            self.stats.closed_values += 1
+            out = np.full_like(logits, -np.inf)
+            out[keep] = logits[keep]
+            return out
+        if not values.near:
+            return logits
+        commas, quoted, brackets = comma_tokens(self.vocab)
+        if not values.in_string and not np.isfinite(logits[brackets]).any():
+            return logits  # no array can close here: minItems still wants items
+        probe = quoted if values.in_string else commas
+        live = probe[np.isfinite(logits[probe])]
+        pieces = self.vocab.pieces
+        over = [t for t in live.tolist() if values.overruns(pieces[t])]
+        if not over:
+            return logits
+        if np.isfinite(logits).sum() <= len(over):
+            return logits
+        self.stats.closed_values += 1
+        logits[over] = -np.inf
         return logits
 
     def _no_overrun(self, logits: npt.NDArray[np.single]) -> None:
@@ -237,6 +280,7 @@ class ToolConstraint:
         if self.calls is not None:
             self.calls.feed(piece)
         state = self.state
+        values = self.values
         for k, b in enumerate(piece):
             nxt = self.automaton.step(state, b)
             if nxt is None:
@@ -245,14 +289,27 @@ class ToolConstraint:
                 self._disarm(piece[k:])
                 return
             state = nxt
+            if values is not None:
+                self._follow_value(values, state, b)
             if in_tail(state):
                 self._disarm(piece[k + 1 :])
                 return
         self.state = state
 
+    def _follow_value(self, values: ValueRuns, state: State, byte: int) -> None:
+        """Feed ``byte`` to the value tracker when the schema's part consumed it; a new value starts
+        fresh."""
+        inside = isinstance(self.automaton.leaf(state)[0], RegexPart)
+        if inside:
+            if not self._in_schema:
+                values.reset()
+            values.byte(byte)
+        self._in_schema = inside
+
     def _disarm(self, rest: bytes) -> None:
         self.state = None
         self.tail = b""
+        self._in_schema = False
         if rest:
             self._watch(rest)
 

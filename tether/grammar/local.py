@@ -11,6 +11,7 @@ caches are shared across requests through the :class:`~tether.grammar.provider.C
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -70,18 +71,9 @@ class LocalCompiler:
         return self._reply(spec, prompt_len)
 
     def _reply(self, spec: ReplySpec, prompt_len: int) -> LocalConstraint:
-        steering = spec.steering
-        if spec.answer_only:
-            steering = Steering(call_prior=-math.inf, decide=True)  # the decision is made: answer
-        constraint = self.provider.constraint(
-            spec.fmt,
-            spec.tools,
-            spec.mode,
-            prompt_len=prompt_len,
-            required=spec.required,
-            parallel=spec.parallel,
-            steering=steering,
-        )
+        if spec.answer_only:  # the decision is made: answer
+            spec = replace(spec, steering=Steering(call_prior=-math.inf, decide=True))
+        constraint = self.provider.constraint(spec, prompt_len=prompt_len)
         grounding = None
         if spec.grounding is not None:
             g = spec.grounding

@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tether.grammar.constraint import ToolConstraint
-from tether.grammar.formats.base import ToolCallFormat, ToolSpec
+from tether.grammar.formats.base import ToolSpec
 from tether.grammar.masks import MaskCache
-from tether.grammar.plan import ConstraintPlan, Mode, build_plan, name_choice_plan, schema_plan
+from tether.grammar.plan import ConstraintPlan, build_plan, name_choice_plan, schema_plan
 from tether.grammar.regex import RegexCompiler
-from tether.grammar.steering import Steering
+from tether.grammar.spec import ReplySpec
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["ConstraintProvider", "Vocabulary"]
@@ -69,35 +69,22 @@ class ConstraintProvider:
                 self._regexes = RegexCompiler(self._vocab)
             return self._vocab
 
-    def plan(
-        self, fmt: ToolCallFormat, tools: Sequence[ToolSpec], mode: Mode, *, required: bool, parallel: bool
-    ) -> tuple[ConstraintPlan, MaskCache]:
-        key = (
-            fmt.name,
-            tuple((t.name, json.dumps(t.parameters, sort_keys=True)) for t in tools),
-            mode,
-            required,
-            parallel,
-        )
+    def plan(self, spec: ReplySpec) -> tuple[ConstraintPlan, MaskCache]:
+        """The reply's automaton and its masks (steering aside: it is per request)."""
+        tools = tuple((t.name, json.dumps(t.parameters, sort_keys=True)) for t in spec.tools)
+        key = (spec.fmt.name, tools, spec.mode, spec.required, spec.parallel)
         regexes = self.regexes
         return self._cached(
-            key, lambda: build_plan(fmt, tools, mode, regexes, required=required, parallel=parallel)
+            key,
+            lambda: build_plan(
+                spec.fmt, spec.tools, spec.mode, regexes, required=spec.required, parallel=spec.parallel
+            ),
         )
 
-    def constraint(
-        self,
-        fmt: ToolCallFormat,
-        tools: Sequence[ToolSpec],
-        mode: Mode,
-        *,
-        prompt_len: int,
-        required: bool = False,
-        parallel: bool = True,
-        primed: bytes = b"",
-        steering: Steering | None = None,
-    ) -> ToolConstraint:
-        plan, masks = self.plan(fmt, tools, mode, required=required, parallel=parallel)
-        return ToolConstraint(plan, self.vocab, masks, prompt_len, primed=primed, steering=steering)
+    def constraint(self, spec: ReplySpec, *, prompt_len: int, primed: bytes = b"") -> ToolConstraint:
+        """Layer 0 for one generation of ``spec`` (``primed``: reply text already in the prompt)."""
+        plan, masks = self.plan(spec)
+        return ToolConstraint(plan, self.vocab, masks, prompt_len, primed=primed, steering=spec.steering)
 
     def _cached(
         self, key: tuple[object, ...], make: Callable[[], ConstraintPlan]

@@ -11,6 +11,7 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
   ``content``) was kept, or refused as text under a preset without rescue;
 * ``name_resolved`` / ``name_unresolved`` / ``repick``: layers 1 and 2 of name resolution;
 * ``args_coerced`` / ``args_defaulted`` / ``args_repaired`` / ``args_invalid``: argument checks;
+* ``args_reshaped``: a string value put in the shape its parameter asks for (a date, a state code);
 * ``args_filled``: enum values the request names, added to (or replacing an unnamed choice of) the
   lone call of a fresh ask;
 * ``args_grounded``: a call of a fitting tool whose required strings nobody said, asked again with
@@ -22,6 +23,8 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
 * ``call_abstained``: a call whose values the conversation lacks was not made (``strict``,
   ``tool_choice: auto``, a fresh ask): a wrong guess is worse than no guess;
 * ``answer_redecided``: every call was dropped and nothing was said, so the model answered in text;
+* ``answer_recalled``: a text answer to a fresh ask stated what an offered tool exists to supply
+  (an invented result), so the reply was decided again as a call (``strict``);
 * ``repetition_stopped``: the generation looped on a short unit and was cut (finish ``length``);
 * ``retry``, ``failed``, ``unknown_tool_text``: the retry policy of ``Guardrails``;
 * ``decision_steered``: layer 0 made the reply a call (or an answer) where the model alone leaned
@@ -53,6 +56,7 @@ KINDS: frozenset[str] = frozenset(
         "args_coerced",
         "args_defaulted",
         "args_filled",
+        "args_reshaped",
         "args_repaired",
         "args_invalid",
         "duplicate_dropped",
@@ -62,6 +66,7 @@ KINDS: frozenset[str] = frozenset(
         "repetition_stopped",
         "call_abstained",
         "answer_redecided",
+        "answer_recalled",
         "retry",
         "failed",
         "unknown_tool_text",

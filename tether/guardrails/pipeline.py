@@ -18,13 +18,16 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
    wrong guess is worse than no guess, and the reply becomes a text answer; a fitting tool's call
    whose unsaid values are strings is first asked again with them limited to the request's words
    (``reground_min``, :mod:`tether.guardrails.values`);
-5. **duplicates** (:mod:`~tether.guardrails.steps.duplicates`) — an identical call later in the
+5. **shapes** (:mod:`~tether.guardrails.steps.shapes`) — a string value goes in the shape its
+   parameter asks for: a date as ``YYYY-MM-DD`` (``format: date`` or the description's words), a US
+   state as its code (``shape_values``, :mod:`tether.guardrails.shapes`);
+6. **duplicates** (:mod:`~tether.guardrails.steps.duplicates`) — an identical call later in the
    same reply is dropped, and (``end_loops``) so is a call identical to one of the previous turn's
    whose result came back without failing: the result is already in the conversation, and a small
    model otherwise loops on it until its turns run out (a changed world in between, such as a read
    after an edit, is another turn); a call that only reorders an earlier one's values or differs in
    optional values nobody said is merged into it (``merge_variants``);
-6. **mentioned options** (:mod:`~tether.guardrails.steps.mentioned`) — the lone call of a reply to
+7. **mentioned options** (:mod:`~tether.guardrails.steps.mentioned`) — the lone call of a reply to
    a fresh user ask gets the ``enum`` arguments the request names word for word and the model left
    out ("with pediatrics department" → ``department: "Pediatrics"``;
    :func:`tether.selection.relevance.mentioned_choices`), and a single choice nobody named gives
@@ -66,12 +69,14 @@ from tether.guardrails.steps.context import (
     Regenerated,
     Request,
     Step,
+    lone,
 )
 from tether.guardrails.steps.duplicates import duplicates
 from tether.guardrails.steps.grounding import grounding
 from tether.guardrails.steps.mentioned import mentioned
 from tether.guardrails.steps.names import names
 from tether.guardrails.steps.rescue_gate import rescue_gate
+from tether.guardrails.steps.shapes import shapes
 
 __all__ = [
     "STEPS",
@@ -92,7 +97,7 @@ __all__ = [
 ]
 
 # The guard's steps, in the order they run on each call (see the module doc).
-STEPS: tuple[Step, ...] = (rescue_gate, names, arguments, grounding, duplicates, mentioned)
+STEPS: tuple[Step, ...] = (rescue_gate, names, arguments, grounding, shapes, duplicates, mentioned)
 
 
 class Regenerator(Protocol):
@@ -121,14 +126,8 @@ def guard_steps(
     ``may_answer``: a text answer would do instead (``tool_choice: auto`` on a fresh user ask);
     ``steps``: what runs on each call, in order, until one drops or settles it (:data:`STEPS`).
     """
-    ctx = GuardContext.start(
-        calls,
-        tools,
-        config,
-        messages,
-        checkers=checkers,
-        can_regenerate=can_regenerate,
-        may_answer=may_answer,
+    ctx = GuardContext(
+        tuple(tools), config, tuple(messages), checkers or {}, can_regenerate, may_answer, lone(calls)
     )
     for written in calls:
         call: ToolCall | None = ctx.begin(written)

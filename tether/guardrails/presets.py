@@ -52,8 +52,15 @@ class GuardConfig:
     merge_variants: bool = False
     # The lone call of a reply to a fresh ask gets the enum values the request names (for unnamed choices too).
     fill_mentioned: bool = False
+    # String values are put in the shape their parameter asks for (a date as YYYY-MM-DD, a US state as
+    # its code: tether.guardrails.shapes).
+    shape_values: bool = False
     # When every call is dropped and the reply said nothing, the model is asked for a text answer.
     redecide: bool = True
+    # A text answer to a fresh ask whose meaning is this close (embedding similarity, both the request
+    # and the answer to one offered tool) states what the tool exists to supply: it is decided again
+    # as a call (0: off; needs an embedding model, tether.turns.answer_check).
+    recheck_answers: float = 0.0
 
 
 _OFF = GuardConfig("off", rescue=False, resolve=False, repick=False, validate=False, repair=False)
@@ -81,6 +88,8 @@ PRESETS: dict[str, GuardConfig] = {
         merge_variants=True,
         fill_mentioned=True,
         end_loops=True,
+        shape_values=True,
+        recheck_answers=0.25,
     ),
 }
 

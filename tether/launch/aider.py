@@ -23,6 +23,7 @@ from tether.launch.plan import (
     home_dir,
     load_json_object,
     load_yaml,
+    load_yaml_mapping,
     mapping_at,
     reply_tokens,
 )
@@ -44,10 +45,7 @@ def _max_tokens(target: Target) -> int:
 
 
 def _conf(path: Path, target: Target, metadata: Path, settings: Path) -> FileChange:
-    before, value = load_yaml(path)
-    if value is not None and not isinstance(value, dict):
-        raise ConfigError(f"{path} holds a YAML {type(value).__name__}, not a mapping")
-    conf = copy.deepcopy(value or {})
+    before, conf = load_yaml_mapping(path)
     conf.update(
         {
             "model": model_name(target),

@@ -12,16 +12,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from tether.launch.plan import (
-    ClientPlan,
-    Target,
-    dump_json,
-    file_change,
-    home_dir,
-    load_json_object,
-    mapping_at,
-)
+from tether.launch.plan import ClientPlan, Target, home_dir, json_change, mapping_at
 
 __all__ = ["default_path", "env_for", "plan"]
 
@@ -49,13 +42,16 @@ def env_for(target: Target) -> dict[str, str]:
     }
 
 
+def _with_env(settings: dict[str, Any], variables: Mapping[str, str], where: Path) -> dict[str, Any]:
+    merged = copy.deepcopy(settings)
+    mapping_at(merged, "env", where).update(variables)
+    return merged
+
+
 def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:
     path = config_path or default_path(environ)
-    before, settings = load_json_object(path)
-    merged = copy.deepcopy(settings)
     variables = env_for(target)
-    mapping_at(merged, "env", path).update(variables)
-    change = file_change(path, before, dump_json(merged))
+    change = json_change(path, lambda settings: _with_env(settings, variables, path))
     return ClientPlan(
         "claude", (change,), ("claude", "--settings", str(path)), env=variables, unset=("ANTHROPIC_API_KEY",)
     )

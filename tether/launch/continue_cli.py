@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigError
-from tether.launch.plan import ClientPlan, Target, dump_yaml, file_change, home_dir, load_yaml, reply_tokens
+from tether.launch.plan import (
+    ClientPlan,
+    Target,
+    dump_yaml,
+    file_change,
+    home_dir,
+    load_yaml_mapping,
+    reply_tokens,
+)
 
 __all__ = ["MODEL_NAME", "default_path", "merge", "plan"]
 
@@ -53,8 +61,6 @@ def merge(config: dict[str, Any], target: Target, where: Path) -> dict[str, Any]
 
 def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:
     path = config_path or default_path(environ)
-    before, value = load_yaml(path)
-    if value is not None and not isinstance(value, dict):
-        raise ConfigError(f"{path} holds a YAML {type(value).__name__}, not a mapping")
-    change = file_change(path, before, dump_yaml(merge(value or {}, target, path)))
+    before, config = load_yaml_mapping(path)
+    change = file_change(path, before, dump_yaml(merge(config, target, path)))
     return ClientPlan("cn", (change,), ("cn", "--config", str(path)))

@@ -13,16 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tether.launch.plan import (
-    ClientPlan,
-    Target,
-    dump_json,
-    file_change,
-    home_dir,
-    load_json_object,
-    mapping_at,
-    reply_tokens,
-)
+from tether.launch.plan import ClientPlan, Target, home_dir, json_change, mapping_at, reply_tokens
 
 __all__ = ["PROVIDER", "default_path", "merge", "plan"]
 
@@ -55,6 +46,5 @@ def merge(config: dict[str, Any], target: Target, where: Path) -> dict[str, Any]
 
 def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:
     path = config_path or default_path(environ)
-    before, config = load_json_object(path)
-    change = file_change(path, before, dump_json(merge(config, target, path)))
+    change = json_change(path, lambda config: merge(config, target, path))
     return ClientPlan("opencode", (change,), ("opencode",), env={"OPENCODE_CONFIG": str(path)})

@@ -27,8 +27,10 @@ __all__ = [
     "dump_yaml",
     "file_change",
     "home_dir",
+    "json_change",
     "load_json_object",
     "load_yaml",
+    "load_yaml_mapping",
     "mapping_at",
     "reply_tokens",
 ]
@@ -130,6 +132,14 @@ def load_yaml(path: Path) -> tuple[str | None, Any]:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
 
 
+def load_yaml_mapping(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """The file's text and its YAML mapping ({} when absent or empty); a clear error when it is not one."""
+    text, value = load_yaml(path)
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"{path} holds a YAML {type(value).__name__}, not a mapping")
+    return text, value or {}
+
+
 def mapping_at(parent: dict[str, Any], key: str, where: Path) -> dict[str, Any]:
     """``parent[key]`` as a mapping, created when missing; an error when the user has something else there."""
     value = parent.setdefault(key, {})
@@ -157,3 +167,10 @@ def file_change(path: Path, before: str | None, after: str) -> FileChange:
     ):
         notes = (f"{path}: its comments are not kept in the rewritten file (the backup has them)",)
     return FileChange(path, before, after, notes)
+
+
+def json_change(path: Path, edit: Callable[[dict[str, Any]], dict[str, Any]]) -> FileChange:
+    """The change ``edit`` makes to the JSON object in ``path`` (``{}`` when absent): ``edit`` gets
+    the object as read and returns the one to write."""
+    before, value = load_json_object(path)
+    return file_change(path, before, dump_json(edit(value)))

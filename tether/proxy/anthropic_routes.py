@@ -22,6 +22,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from tether.aio import prime
 from tether.calls import ToolCall
 from tether.errors import TetherError
 from tether.proxy.anthropic_convert import (
@@ -35,7 +36,6 @@ from tether.proxy.anthropic_convert import (
 from tether.proxy.anthropic_schema import CountTokensRequest, MessagesRequest
 from tether.proxy.sse import EventStreamResponse, event_stream
 from tether.proxy.wire import app_state, check_model, interventions_field, session_of
-from tether.turns.core import prime
 from tether.turns.events import TextOut, TurnEvent, collect
 
 __all__ = ["AnthropicErrorMiddleware", "router"]

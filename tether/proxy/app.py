@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import ServerConfig
 from tether.engine.base import ReportsBatch
+from tether.engine.embedding import Embedder
 from tether.engine.remote.chat import ChatBackend
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
@@ -28,6 +29,7 @@ from tether.guardrails.presets import PRESETS
 from tether.proxy.anthropic_routes import AnthropicErrorMiddleware
 from tether.proxy.anthropic_routes import router as anthropic_router
 from tether.proxy.dashboard import router as dashboard_router
+from tether.proxy.embeddings_routes import router as embeddings_router
 from tether.proxy.metrics import MetricsMiddleware
 from tether.proxy.metrics import router as metrics_router
 from tether.proxy.middleware import (
@@ -44,12 +46,16 @@ from tether.proxy.responses_routes import router as responses_router
 from tether.proxy.responses_store import ResponseStore
 from tether.proxy.sessions import router as sessions_router
 from tether.proxy.state import AppState
+from tether.selection.decision import fitted_decision
+from tether.selection.semantic import SemanticRelevance
+from tether.turns.answer_check import AnswerCheckStage
 from tether.turns.chat_core import ChatBackendCore
-from tether.turns.core import ChatCore, SpecFactory
+from tether.turns.core import ChatCore, CoreOptions, SpecFactory
 from tether.turns.events import ChatJob
 from tether.turns.layer0 import reply_spec_factory
 from tether.turns.regenerate import SchedulerRegenerator
 from tether.turns.stages import CompactionStage, ServerToolsStage, Stage, TurnPipeline
+from tether.turns.tool_view import ToolView
 from tether.workflows.budget import context_budget
 from tether.workflows.loader import load_workflow
 from tether.workflows.sessions import open_session_store
@@ -81,6 +87,7 @@ def create_app(
     reply_spec: SpecFactory | None = None,
     server_tools: ServerToolsStage | None = None,
     chat_backend: ChatBackend | None = None,
+    embedder: Embedder | None = None,
 ) -> FastAPI:
     """Build the app around an already-loaded scheduler (the CLI loads the engines).
 
@@ -88,12 +95,17 @@ def create_app(
     server-side tools, then (with ``--compaction``) compaction, then the guarded generation.
     ``chat_backend``: the scheduler's slots front a chat API (OpenAI-compatible, Ollama), which renders
     and parses itself; the core forwards the job and keeps the guard (docs/backends.md).
+    ``embedder``: the sentence-embedding model behind ``/v1/embeddings`` (``AppState.embedder``), closed
+    at shutdown; None answers that route with ``model_not_found``.
     """
     info = scheduler.engines[0].info
     spoken = chat_backend.tool_format if chat_backend is not None else detect_format(info.chat_template)
     fmt = get_format(config.tool_format or spoken)
+    # The embedding model, where one is loaded, also tells which offered tools fit a request.
+    semantic = SemanticRelevance(embedder) if embedder is not None else None
+    decision = fitted_decision(semantic=semantic is not None)
     if reply_spec is None:  # layer 0 within what the engine declares it applies
-        reply_spec = reply_spec_factory(info.layers)
+        reply_spec = reply_spec_factory(info.layers, decision, semantic=semantic)
     template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
 
     def regenerator(job: ChatJob) -> Regenerator:
@@ -101,27 +113,19 @@ def create_app(
 
     stats = GuardrailStats()
     recorder = Recorder(scheduler, stats)  # /metrics and /ui (docs/observability.md)
-    core: ChatCore
-    if chat_backend is None:
-        core = ChatCore(
-            scheduler,
-            fmt,
-            default_max_tokens=config.default_max_tokens,
-            reply_spec=reply_spec,
-            regenerator=regenerator,
-            stats=stats,
-            on_generation=recorder.generation,
-        )
-    else:
-        core = ChatBackendCore(
-            scheduler,
-            fmt,
-            chat_backend,
-            default_max_tokens=config.default_max_tokens,
-            reply_spec=reply_spec,
-            stats=stats,
-            on_generation=recorder.generation,
-        )
+    options = CoreOptions(
+        default_max_tokens=config.default_max_tokens,
+        reply_spec=reply_spec,
+        regenerator=regenerator,
+        stats=stats,
+        on_generation=recorder.generation,
+        tool_view=ToolView(semantic=semantic, model=decision),
+    )
+    core: ChatCore = (
+        ChatCore(scheduler, fmt, options)
+        if chat_backend is None
+        else ChatBackendCore(scheduler, fmt, chat_backend, options)
+    )
     default_guard = PRESETS[config.preset]
     if config.constrain is not None:
         default_guard = replace(default_guard, constrain=config.constrain)
@@ -135,6 +139,8 @@ def create_app(
     if server_tools is not None:
         server_tools.on_run = recorder.server_tool_run
         stages.append(server_tools)
+    if semantic is not None:
+        stages.append(AnswerCheckStage(semantic, stats))
     if config.compaction:
         stages.append(CompactionStage(core))
 
@@ -145,6 +151,8 @@ def create_app(
         scheduler.shutdown()
         # Joining the engine threads blocks; keep the loop free for the last responses meanwhile.
         await asyncio.to_thread(scheduler.close)
+        if embedder is not None:
+            await asyncio.to_thread(embedder.close)
         await app.state.tether.sessions.close()
 
     app = FastAPI(title="tether", version="0.1.0", lifespan=lifespan)
@@ -161,6 +169,7 @@ def create_app(
         server_tools=server_tools,
         context_budget=budget,
         responses=ResponseStore(config.responses_store),
+        embedder=embedder,
     )
     app.include_router(openai_router)
     app.include_router(anthropic_router)
@@ -169,6 +178,7 @@ def create_app(
     app.include_router(dashboard_router)
     app.include_router(ollama_router)
     app.include_router(responses_router)
+    app.include_router(embeddings_router)
 
     @app.get("/health")
     async def health(request: Request) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
+from tether.aio import prime
 from tether.calls import ToolCall
 from tether.errors import InvalidRequestError, TetherError
 from tether.guardrails.presets import PRESETS
@@ -44,7 +45,6 @@ from tether.proxy.ollama_convert import (
 from tether.proxy.sse import EventStreamResponse, event_stream
 from tether.proxy.state import AppState
 from tether.proxy.wire import app_state, check_model, interventions_field, session_of
-from tether.turns.core import prime
 from tether.turns.events import TextOut, TurnEvent, collect
 
 __all__ = ["router"]

@@ -16,17 +16,18 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from tether.aio import prime
 from tether.calls import ToolCall
 from tether.chat import Usage
 from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
 from tether.guardrails.presets import PRESETS
 from tether.proxy.convert import job_from_openai
+from tether.proxy.embeddings_routes import embedding_model_card
 from tether.proxy.openai_logprobs import LegacyLogprobs, chat_logprobs
 from tether.proxy.openai_schema import ChatCompletionRequest, CompletionRequest
 from tether.proxy.sse import EventStreamResponse, event_stream
 from tether.proxy.wire import app_state, check_model, interventions_field, session_of, stop_strings
-from tether.turns.core import prime
 from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent, collect
 
 __all__ = ["router"]
@@ -78,7 +79,10 @@ def _sse(data: dict[str, Any] | str) -> bytes:
 @router.get("/models")
 async def list_models(request: Request) -> dict[str, Any]:
     state = app_state(request)
-    return {"object": "list", "data": [state.model_card(name) for name in state.model_names]}
+    cards = [state.model_card(name) for name in state.model_names]
+    if state.embedder is not None:  # after the chat model's names: clients that take the first get it
+        cards.append(embedding_model_card(state.embedder, int(state.started)))
+    return {"object": "list", "data": cards}
 
 
 @router.post("/chat/completions", response_model=None)

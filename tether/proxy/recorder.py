@@ -3,7 +3,7 @@
 Every turn passes through :meth:`Recorder.track` where it enters the pipeline
 (:meth:`tether.proxy.state.AppState.start`, and the plain-completion route): its usage, outcome
 and, for the dashboard, its text, calls and interventions are recorded there, once, from the
-same events the client gets. Generation timings come from the core (``ChatCore(on_generation=…)``,
+same events the client gets. Generation timings come from the core (``CoreOptions.on_generation``,
 where the first token is seen), server-side tool runs from ``ServerToolsStage.on_run``, HTTP
 statuses from :class:`tether.proxy.metrics.MetricsMiddleware`.
 """

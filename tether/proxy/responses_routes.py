@@ -24,6 +24,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from tether.aio import prime
 from tether.calls import ToolCall
 from tether.chat import Message
 from tether.errors import TetherError
@@ -39,7 +40,6 @@ from tether.proxy.responses_store import StoredResponse
 from tether.proxy.sse import EventStreamResponse, event_stream
 from tether.proxy.state import AppState
 from tether.proxy.wire import app_state, check_model, interventions_field, session_of
-from tether.turns.core import prime
 from tether.turns.events import FinishOut, TextOut, TurnEvent, collect
 
 __all__ = ["router"]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.config import ServerConfig
+from tether.engine.embedding import Embedder
 from tether.engine.scheduler import Scheduler
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.recorder import Recorder
@@ -34,6 +35,8 @@ class AppState:
     context_budget: dict[str, Any] = field(default_factory=dict)
     responses: ResponseStore = field(default_factory=ResponseStore)
     started: float = field(default_factory=time.time)
+    # The sentence-embedding model (/v1/embeddings; relevance scoring may share it); None: disabled.
+    embedder: Embedder | None = None
 
     def start(self, job: ChatJob, session: SessionRef | None = None) -> AsyncIterator[TurnEvent]:
         """Where every protocol enters: the turn pipeline's events for ``job`` (pull the first one with

@@ -18,6 +18,7 @@ import jsonschema
 import structlog
 
 from tether.errors import TetherError
+from tether.grammar.formats.base import ToolSpec
 from tether.sandbox.permissions import PermissionPolicy, ToolKind
 
 __all__ = ["Tool", "ToolBox", "ToolHandler", "ToolResult"]
@@ -47,15 +48,8 @@ class Tool:
     handler: ToolHandler = field(repr=False)
 
     def spec(self) -> dict[str, Any]:
-        """The OpenAI ``{"type": "function", "function": {...}}`` entry."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": json.loads(json.dumps(self.parameters)),
-            },
-        }
+        """The OpenAI ``{"type": "function", "function": {...}}`` entry (with a copy of the schema)."""
+        return ToolSpec(self.name, self.description, json.loads(json.dumps(self.parameters))).to_openai()
 
 
 class ToolBox:

@@ -102,11 +102,13 @@ def _weighted_stems(words: Iterable[str]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class ToolRelevance:
-    """One tool's match with the request (see the module doc)."""
+    """One tool's match with the request (see the module doc); ``semantic``: the embedding similarity
+    (:mod:`tether.selection.semantic`), 0 when no embedding model is loaded."""
 
     tool: str
     coverage: float
     name: float
+    semantic: float = 0.0
 
     @property
     def score(self) -> float:
@@ -132,12 +134,15 @@ def _tool_fields(tool: ToolSpec) -> dict[str, float]:
     return found
 
 
-def rank_tools(request: str, tools: Sequence[ToolSpec]) -> list[ToolRelevance]:
-    """Every tool's relevance to ``request``, in the order of ``tools``."""
+def rank_tools(
+    request: str, tools: Sequence[ToolSpec], semantic: Sequence[float] | None = None
+) -> list[ToolRelevance]:
+    """Every tool's relevance to ``request``, in the order of ``tools``; ``semantic``: each tool's
+    embedding similarity, when there is one."""
     query = _weighted_stems(content_words(request))
     total = sum(query.values())
     out: list[ToolRelevance] = []
-    for tool in tools:
+    for i, tool in enumerate(tools):
         fields = _tool_fields(tool)
         covered = sum(wt * fields[s] for s, wt in query.items() if s in fields)
         name = _weighted_stems(content_words(tool.name))
@@ -148,6 +153,7 @@ def rank_tools(request: str, tools: Sequence[ToolSpec]) -> list[ToolRelevance]:
                 tool.name,
                 covered / total if total else 0.0,
                 named / name_total if name_total else 0.0,
+                semantic[i] if semantic is not None else 0.0,
             )
         )
     return out

@@ -41,10 +41,9 @@ from tether.errors import (
 )
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec
-from tether.guardrails.interventions import GuardrailStats
 from tether.guardrails.pipeline import PickName, Regenerated, Regenerator, Request
 from tether.guardrails.wrap import ask_again
-from tether.turns.core import ChatCore, GenerationTiming, Prepared, SpecFactory
+from tether.turns.core import ChatCore, CoreOptions, Prepared
 from tether.turns.events import ChatJob, TurnEvent
 from tether.turns.routing import TextRouter
 
@@ -61,21 +60,11 @@ class ChatBackendCore(ChatCore):
         scheduler: Scheduler,
         fmt: ToolCallFormat,
         backend: ChatBackend,
-        *,
-        default_max_tokens: int | None = None,
-        reply_spec: SpecFactory | None = None,
-        stats: GuardrailStats | None = None,
-        on_generation: GenerationTiming | None = None,
+        options: CoreOptions | None = None,
     ) -> None:
-        super().__init__(
-            scheduler,
-            fmt,
-            default_max_tokens=default_max_tokens,
-            reply_spec=reply_spec,
-            regenerator=self._regenerator,
-            stats=stats,
-            on_generation=on_generation,
-        )
+        # The backend renders the prompt itself: no tool view; the guard regenerates through the backend.
+        options = replace(options or CoreOptions(), regenerator=self._regenerator, tool_view=None)
+        super().__init__(scheduler, fmt, options)
         self.backend = backend
 
     def _regenerator(self, job: ChatJob) -> Regenerator:

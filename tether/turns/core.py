@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -32,8 +32,9 @@ from tether.guardrails.policy import unknown_tool_text
 from tether.turns.content_tokens import ContentTokens
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, offered_tools
 from tether.turns.routing import TextRouter
+from tether.turns.tool_view import ToolView
 
-__all__ = ["ChatCore", "GenerationTiming", "Prepared", "SpecFactory", "prime"]
+__all__ = ["ChatCore", "CoreOptions", "GenerationTiming", "Prepared", "SpecFactory"]
 
 log = structlog.get_logger(__name__)
 
@@ -75,20 +76,25 @@ def decision_notes(decision: Decision | None) -> list[Intervention]:
     return [Intervention("decision_steered", detail, None, decision.log_odds, decision.prior)]
 
 
+@dataclass(frozen=True)
+class CoreOptions:
+    """How a turn core is built besides its scheduler and format: the output cap when a request sets
+    none; layer 0's spec per request; the guard's regenerator; the stats interventions are counted on;
+    who is told of each generation's timing; how the prompt shows crowded tools."""
+
+    default_max_tokens: int | None = None
+    reply_spec: SpecFactory | None = None
+    regenerator: RegeneratorFactory | None = None
+    stats: GuardrailStats = field(default_factory=GuardrailStats)
+    on_generation: GenerationTiming | None = None
+    tool_view: ToolView | None = None
+
+
 class ChatCore:
     """Builds prompts, schedules generation and turns tokens into checked turn events."""
 
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        fmt: ToolCallFormat,
-        *,
-        default_max_tokens: int | None = None,
-        reply_spec: SpecFactory | None = None,
-        regenerator: RegeneratorFactory | None = None,
-        stats: GuardrailStats | None = None,
-        on_generation: GenerationTiming | None = None,
-    ) -> None:
+    def __init__(self, scheduler: Scheduler, fmt: ToolCallFormat, options: CoreOptions | None = None) -> None:
+        options = options or CoreOptions()
         self.scheduler = scheduler
         self.engine = scheduler.engines[0]
         self.info = self.engine.info
@@ -96,11 +102,12 @@ class ChatCore:
             self.info.chat_template, bos_token=self.info.bos_token, eos_token=self.info.eos_token
         )
         self.fmt = fmt
-        self.default_max_tokens = default_max_tokens
-        self.reply_spec = reply_spec
-        self.regenerator = regenerator
-        self.stats = stats if stats is not None else GuardrailStats()
-        self.on_generation = on_generation
+        self.default_max_tokens = options.default_max_tokens
+        self.reply_spec = options.reply_spec
+        self.regenerator = options.regenerator
+        self.stats = options.stats
+        self.on_generation = options.on_generation
+        self.tool_view = options.tool_view
 
     def _offered(self, job: ChatJob) -> tuple[ToolSpec, ...]:
         tools = offered_tools(job)
@@ -122,7 +129,10 @@ class ChatCore:
         return (Message("system", note), *messages)
 
     def prompt_tokens(self, messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> list[int]:
-        """The prompt the model sees for ``messages`` with ``tools`` offered, tokenized."""
+        """The prompt the model sees for ``messages`` with ``tools`` offered, tokenized (the tools as the
+        view shows them: all in full, or the ones that fit the request in full and the rest briefly)."""
+        if self.tool_view is not None and tools:
+            tools = self.tool_view.shown(messages, tools, self.info.n_ctx)
         return prompt_ids(self.engine, self.template, self.fmt, messages, tools)
 
     def prompt_length(self, messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> int:
@@ -166,8 +176,9 @@ class ChatCore:
         constraint = (
             self.engine.compile(spec, prompt_len=len(prepared.prompt_ids)) if spec is not None else None
         )
-        # What the call-or-answer decision did, read after the fact; a re-decided answer had it made for it.
-        decides = constraint if isinstance(constraint, Decides) and not prepared.answer_only else None
+        # What the call-or-answer decision did, read after the fact; a turn decided again had it made for it.
+        forced = prepared.answer_only or job.call_decided
+        decides = constraint if isinstance(constraint, Decides) and not forced else None
         content = ContentTokens() if prepared.params.logprobs is not None else None  # for logprobs
         router = TextRouter(
             prepared.fmt, prepared.tools, job.stop, claim=content.claim if content is not None else None
@@ -359,33 +370,3 @@ class ChatCore:
         if not job.parallel_tool_calls:
             kept = kept[:1]
         return kept, "\n".join(text), result.interventions, result.usage
-
-
-async def prime(events: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:
-    """Pull the first event now, so errors that happen before it (a full queue: 429) keep their status.
-
-    Returns a stream that yields that event and then the rest; closing it closes ``events``, also
-    when it was never iterated (a response that ends before its body starts).
-    """
-    return _Primed(await anext(events), events)
-
-
-class _Primed:
-    """``first``, then the rest of ``events``; ``aclose`` always reaches ``events``."""
-
-    def __init__(self, first: TurnEvent, events: AsyncIterator[TurnEvent]) -> None:
-        self._first: TurnEvent | None = first
-        self._events = events
-
-    def __aiter__(self) -> _Primed:
-        return self
-
-    async def __anext__(self) -> TurnEvent:
-        if self._first is not None:
-            first, self._first = self._first, None
-            return first
-        return await anext(self._events)
-
-    async def aclose(self) -> None:
-        self._first = None
-        await aclose_quietly(self._events)

@@ -51,6 +51,8 @@ class ChatJob:
     guard: GuardConfig = field(default_factory=GuardConfig)
     json_mode: bool = False
     priority: int = 0
+    # The call-or-answer decision is made: a call (a text answer that invented a tool's result, decided again).
+    call_decided: bool = False
 
 
 def offered_tools(job: ChatJob) -> tuple[ToolSpec, ...]:

@@ -10,7 +10,9 @@ declare them in ``EngineInfo.layers`` (``layer0_decision``, ``layer0_grounded``)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from tether.chat import Message
 from tether.grammar.formats.base import JsonNameSlot
@@ -19,6 +21,7 @@ from tether.selection.decision import DecisionModel, request_text, steering_for
 from tether.selection.enumeration import enumerated_list
 from tether.selection.grounded import conversation_text
 from tether.selection.relevance import mentioned_flags
+from tether.selection.semantic import SemanticRelevance
 from tether.turns.core import Prepared, SpecFactory
 
 __all__ = ["grounding_source", "listed_range", "reply_spec_factory"]
@@ -43,10 +46,15 @@ def listed_range(source: str, request: str) -> tuple[int, int] | None:
 
 
 def reply_spec_factory(
-    layers: Sequence[str], decision: DecisionModel | None = None, *, grounding_bias: float = 4.0
+    layers: Sequence[str],
+    decision: DecisionModel | None = None,
+    *,
+    semantic: SemanticRelevance | None = None,
+    grounding_bias: float = 4.0,
 ) -> SpecFactory:
     """Layer 0 per request: the ``constrain`` mode over the offered tools, steered as the preset says,
-    within what the engine applies (``layers``, from its ``EngineInfo``)."""
+    within what the engine applies (``layers``, from its ``EngineInfo``); ``semantic`` adds the
+    embedding model's view of which tool fits."""
     model = decision or DecisionModel()
     steers = "layer0_decision" in layers
     grounds = "layer0_grounded" in layers
@@ -63,10 +71,13 @@ def reply_spec_factory(
                 job.messages,
                 prepared.tools,
                 model,
-                decide=guard.decide and not required,
+                decide=(guard.decide or job.call_decided) and not required,
                 names=guard.steer_names,
                 cap=guard.cap_calls and not required,
+                semantic=semantic,
             )
+            if job.call_decided:  # decided again as a call: the decision point can only call
+                steering = replace(steering, call_prior=math.inf)
         slot = prepared.fmt.name_slot
         grounding = None
         if grounds and guard.ground and isinstance(slot, JsonNameSlot):

@@ -203,6 +203,47 @@ def _tokens_fitting(free: int | None, per_token: int, held: int) -> int | None:
     return None if free is None or per_token <= 0 else (free + held) // per_token
 
 
+@dataclass(frozen=True)
+class _MemoryFit:
+    """Free host and device memory (None: no reading) and the tokens per slot whose KV cache fits
+    in them: the smaller of the two, ``source`` naming the one that limits (``none``: no limit known)."""
+
+    host: int | None
+    device: int | None
+    tokens: int | None = None
+    source: str = "none"
+
+
+def _memory_fit(
+    probe: MemoryProbe, per_token: int | None, per_token_device: int | None, *, slots: int, held_tokens: int
+) -> _MemoryFit:
+    """How many tokens per slot fit in free memory, ``per_token`` KV bytes each (``per_token_device``
+    of them in device memory, which is read only when that is not 0); ``held_tokens`` are already
+    allocated and counted back in. Without a device reading the device share counts against host
+    memory."""
+    device = probe.device_free() if per_token_device else None
+    host = probe.host_free()
+    if not per_token or per_token_device is None:
+        return _MemoryFit(host, device)
+    device_share = per_token_device if device is not None else 0
+    slots_n = max(slots, 1)
+    limits = {
+        "vram": _tokens_fitting(device, device_share * slots_n, device_share * held_tokens),
+        "ram": _tokens_fitting(
+            host, (per_token - device_share) * slots_n, (per_token - device_share) * held_tokens
+        ),
+    }
+    known = {name: limit for name, limit in limits.items() if limit is not None}
+    if not known:
+        return _MemoryFit(host, device)
+    source = min(known, key=lambda name: known[name])
+    return _MemoryFit(host, device, known[source], source)
+
+
+# What context_budget logs of the ContextBudget it returns (the proxy logs all of it at start-up).
+_LOGGED = ("n_ctx", "kv_bytes_per_token", "gpu_layers", "max_ctx_by_memory", "budget_tokens", "memory_source")
+
+
 def context_budget(
     info: EngineInfo,
     *,
@@ -220,54 +261,37 @@ def context_budget(
     memory. ``memory``: where free memory is read (default: this machine).
     """
     options = info.llama_options or LlamaOptions()
-    probe = memory if memory is not None else SystemMemory()
     shape = KvShape.from_metadata(info.metadata)
     type_k, type_v = options.cache_type_k, options.cache_type_v
     on_device = offloaded_layers(options.gpu_layers, shape.layers) if shape else 0
     bpt = shape.bytes_per_token(type_k, type_v) if shape else None
     bpt_device = shape.bytes_per_token(type_k, type_v, layers=on_device) if shape else None
-    vram = probe.device_free() if on_device else None
-    ram = probe.host_free()
-    max_by_memory: int | None = None
-    source = "none"
-    if bpt and bpt_device is not None:
-        device_share = bpt_device if vram is not None else 0
-        held_tokens = info.n_ctx * slots if allocated else 0
-        slots_n = max(slots, 1)
-        limits = {
-            "vram": _tokens_fitting(vram, device_share * slots_n, device_share * held_tokens),
-            "ram": _tokens_fitting(ram, (bpt - device_share) * slots_n, (bpt - device_share) * held_tokens),
-        }
-        known = {name: limit for name, limit in limits.items() if limit is not None}
-        if known:
-            source = min(known, key=lambda name: known[name])
-            max_by_memory = known[source]
-    budget = info.n_ctx if max_by_memory is None else min(info.n_ctx, max_by_memory)
+    fit = _memory_fit(
+        memory if memory is not None else SystemMemory(),
+        bpt,
+        bpt_device,
+        slots=slots,
+        held_tokens=info.n_ctx * slots if allocated else 0,
+    )
+    budget = info.n_ctx if fit.tokens is None else min(info.n_ctx, fit.tokens)
     reserve = min(reserve_tokens, budget // 2)
     result = ContextBudget(
         n_ctx=info.n_ctx,
         slots=slots,
-        cache_type_k=type_k,
-        cache_type_v=type_v,
+        cache_type_k=options.cache_type_k,
+        cache_type_v=options.cache_type_v,
         gpu_layers=on_device,
         kv_bytes_per_token=bpt,
         kv_bytes_per_token_device=bpt_device,
         kv_bytes_per_slot=bpt * info.n_ctx if bpt is not None else None,
-        mem_available_bytes=ram,
-        vram_free_bytes=vram,
-        memory_source=source,
-        max_ctx_by_memory=max_by_memory,
+        mem_available_bytes=fit.host,
+        vram_free_bytes=fit.device,
+        memory_source=fit.source,
+        max_ctx_by_memory=fit.tokens,
         budget_tokens=budget,
         reserve_tokens=reserve,
         prompt_budget=budget - reserve,
     )
-    log.info(
-        "context_budget",
-        n_ctx=info.n_ctx,
-        kv_bytes_per_token=bpt,
-        gpu_layers=on_device,
-        max_ctx_by_memory=max_by_memory,
-        budget_tokens=budget,
-        memory_source=source,
-    )
+    fields = result.as_dict()
+    log.info("context_budget", **{name: fields[name] for name in _LOGGED})
     return result

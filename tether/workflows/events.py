@@ -32,38 +32,41 @@ RunStatus = Literal["completed", "failed", "cancelled"]
 
 
 @dataclass(frozen=True)
-class ModelCalled:
-    """A model call is about to start (``tool_choice`` as sent, ``prompt_tokens`` when counted)."""
+class _IterationEvent:
+    """What happened during one iteration of the run (``iteration``: the model calls made so far)."""
 
     iteration: int
+
+
+@dataclass(frozen=True)
+class ModelCalled(_IterationEvent):
+    """A model call is about to start (``tool_choice`` as sent, ``prompt_tokens`` when counted)."""
+
     tool_choice: str
     messages: int
     prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True)
-class ModelReplied:
+class ModelReplied(_IterationEvent):
     """The model's raw assistant message, before any check."""
 
-    iteration: int
     message: Message
 
 
 @dataclass(frozen=True)
-class InterventionEvent:
+class InterventionEvent(_IterationEvent):
     """Something tether did: a guardrail intervention or a blocked call (``kind`` names it)."""
 
-    iteration: int
     kind: str
     detail: str
     tool: str | None = None
 
 
 @dataclass(frozen=True)
-class ToolResultEvent:
+class ToolResultEvent(_IterationEvent):
     """A tool ran (or failed); ``content`` is what the model will read."""
 
-    iteration: int
     call: ToolCall
     content: str
     is_error: bool
@@ -71,10 +74,9 @@ class ToolResultEvent:
 
 
 @dataclass(frozen=True)
-class Compacted:
+class Compacted(_IterationEvent):
     """The history was compacted before a model call."""
 
-    iteration: int
     tokens_before: int
     tokens: int
     tiers: tuple[str, ...]

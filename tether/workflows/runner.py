@@ -26,20 +26,9 @@ from tether.guardrails import Guardrails
 from tether.sandbox import ToolBox
 from tether.turns.compaction import CompactionPolicy, TokenCounter, compact
 from tether.turns.events import ToolChoice
+from tether.workflows import events
 from tether.workflows.client import ModelClient
-from tether.workflows.events import (
-    Compacted,
-    EventCallback,
-    Finished,
-    InterventionEvent,
-    ModelCalled,
-    ModelReplied,
-    RunEvent,
-    RunResult,
-    RunStatus,
-    ToolResultEvent,
-    emit,
-)
+from tether.workflows.events import EventCallback, RunEvent, RunResult, RunStatus, emit
 from tether.workflows.spec import Workflow
 from tether.workflows.state import WorkflowState, violation_text
 from tether.workflows.tools import PythonHandler, workflow_toolbox
@@ -164,7 +153,7 @@ class WorkflowRunner:
             result = await run.loop()
         except _Cancelled:
             result = run.result("cancelled", "cancelled")
-        await self._emit(Finished(result))
+        await self._emit(events.Finished(result))
         log.info(
             "workflow_finished",
             workflow=self.workflow.name,
@@ -191,7 +180,7 @@ class _Run:
         self.tool_errors = 0
         self.hint: str | None = None
         self.terminal: ToolCall | None = None
-        self.interventions: list[InterventionEvent] = []
+        self.interventions: list[events.InterventionEvent] = []
 
     def result(self, status: RunStatus, reason: str) -> RunResult:
         return RunResult(
@@ -207,7 +196,7 @@ class _Run:
         )
 
     async def note(self, kind: str, detail: str, tool: str | None = None) -> None:
-        event = InterventionEvent(self.iterations, kind, detail, tool)
+        event = events.InterventionEvent(self.iterations, kind, detail, tool)
         self.interventions.append(event)
         await self.r._emit(event)
 
@@ -223,7 +212,7 @@ class _Run:
         if done.changed:
             self.history = list(done.messages)
             log.info("workflow_compacted", messages_before=before, messages=len(self.history))
-            await r._emit(Compacted(self.iterations, done.tokens_before, done.tokens, done.tiers))
+            await r._emit(events.Compacted(self.iterations, done.tokens_before, done.tokens, done.tiers))
         return done.tokens
 
     async def loop(self) -> RunResult:
@@ -237,13 +226,13 @@ class _Run:
             prompt = list(self.history)
             choice = r._choice(self.state, self.hint)
             self.iterations += 1
-            await r._emit(ModelCalled(self.iterations, choice, len(prompt), tokens))
+            await r._emit(events.ModelCalled(self.iterations, choice, len(prompt), tokens))
             try:
                 reply = await r._until_cancel(r.client.complete(prompt, r.specs, choice))
             except TetherError as exc:
                 log.warning("workflow_model_failed", workflow=r.workflow.name, error=exc.message[:200])
                 return self.result("failed", f"model_error: {exc.message}")
-            await r._emit(ModelReplied(self.iterations, reply))
+            await r._emit(events.ModelReplied(self.iterations, reply))
             outcome = await self.turn(reply, choice)
             if outcome is not None:
                 return outcome
@@ -291,7 +280,7 @@ class _Run:
             steps = self.state.record(record.name, args, ok, result.content)
             self.history.append(Message("tool", result.content, tool_call_id=record.id, name=record.name))
             await r._emit(
-                ToolResultEvent(
+                events.ToolResultEvent(
                     self.iterations,
                     record,
                     result.content,

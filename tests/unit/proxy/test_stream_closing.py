@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from tether.aio import prime
 from tether.chat import Message, Usage
 from tether.sandbox import ToolBox
-from tether.turns.core import prime
 from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent
 from tether.turns.stages import ServerToolsStage, Turn
 

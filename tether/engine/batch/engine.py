@@ -20,6 +20,7 @@ from tether.engine.batch.runner import BatchOptions, BatchRunner, Job
 from tether.engine.llama_cpp import LlamaText, describe_llama, open_llama
 from tether.engine.llama_options import LlamaOptions
 from tether.engine.loop import token_loop
+from tether.engine.stops import stop_at
 from tether.grammar.local import LocalCompiler
 
 __all__ = ["BatchSlot", "BatchedLlama"]
@@ -130,7 +131,7 @@ class BatchSlot(ContextEngine):
         owner.runner.submit(job)
         pieces = owner.token_pieces()
         try:
-            yield from token_loop(
+            events = token_loop(
                 job.tokens(),
                 piece=lambda t: pieces[t] if 0 <= t < len(pieces) else b"",
                 eos=owner.info.eos_token_ids,
@@ -139,6 +140,11 @@ class BatchSlot(ContextEngine):
                 prompt_tokens=len(run.prompt),
                 evaluated=lambda: job.evaluated,
             )
+            if owner.model_stops:  # a model with no template of its own: the fallback's turn markers
+                events = stop_at(
+                    events, owner.model_stops, prompt_tokens=len(run.prompt), evaluated=lambda: job.evaluated
+                )
+            yield from events
         finally:
             owner.runner.release(job)
 

@@ -19,6 +19,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from tether.engine.mlx.gguf_tokenizer import EOG_TEXTS
+from tether.engine.tokenizer_config import token_text
 from tether.errors import ConfigError
 
 __all__ = ["TokenizerFiles", "byte_decoder", "read_json"]
@@ -50,12 +51,6 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path} does not hold a JSON object")
     return data
-
-
-def _token_text(value: Any) -> str | None:
-    if isinstance(value, dict):
-        value = value.get("content")
-    return value if isinstance(value, str) else None
 
 
 def _ids(value: Any) -> set[int]:
@@ -126,8 +121,8 @@ class TokenizerFiles:
         control = frozenset(i for i, t in added.items() if t.get("special") and i < n_vocab)
         pieces = _pieces(tokenizer, added, _decoder_kind(spec.get("decoder")), n_vocab)
 
-        bos = _token_text(tok_config.get("bos_token")) or ""
-        eos = _token_text(tok_config.get("eos_token")) or ""
+        bos = token_text(tok_config.get("bos_token")) or ""
+        eos = token_text(tok_config.get("eos_token")) or ""
         eos_ids = _ids(model_config.get("eos_token_id")) | _ids(generation.get("eos_token_id"))
         if eos and (eos_id := tokenizer.token_to_id(eos)) is not None:
             eos_ids.add(eos_id)

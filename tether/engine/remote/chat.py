@@ -16,9 +16,8 @@ estimated (:func:`estimate_tokens`) until the backend reports its own count.
 from __future__ import annotations
 
 import json
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -28,7 +27,7 @@ import httpx
 
 from tether.calls import ToolCall
 from tether.chat import Message, Usage
-from tether.engine.base import Constraint, EngineInfo, GenerationEvent, LogitsProcessor, SamplingParams
+from tether.engine.base import Constraint, EngineBase, EngineInfo, Generation, SamplingParams
 from tether.engine.remote.constraint import RemoteConstraint
 from tether.errors import BackendUnavailableError, ConfigError, EngineError, InvalidRequestError, TetherError
 from tether.grammar.formats.base import ToolSpec
@@ -217,7 +216,7 @@ class ChatBackend(ABC):
                 await http.aclose()
 
 
-class ChatSlot:
+class ChatSlot(EngineBase):
     """One of ``--slots`` in front of a chat backend: what the scheduler queues, limits and counts.
 
     Its generation is the chat request the turn core sends while it holds the slot
@@ -225,6 +224,7 @@ class ChatSlot:
     """
 
     def __init__(self, backend: ChatBackend) -> None:
+        super().__init__()
         self.backend = backend
 
     @property
@@ -249,15 +249,7 @@ class ChatSlot:
     def compile(self, spec: OutputSpec, *, prompt_len: int) -> RemoteConstraint:
         return RemoteConstraint(spec, self.backend.compile(spec))
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams,
-        *,
-        constraint: Constraint | None = None,
-        cancel: threading.Event | None = None,
-        logits_processor: LogitsProcessor | None = None,
-    ) -> Iterator[GenerationEvent]:
+    def _admit(self, run: Generation) -> Generation:
         raise self._refuse()
 
     def close(self) -> None:

@@ -9,18 +9,10 @@ which is how the server learns to stop.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tether.engine.base import (
-    Constraint,
-    EngineInfo,
-    Generation,
-    GenerationEvent,
-    LogitsProcessor,
-    SamplingParams,
-)
+from tether.engine.base import EngineBase, EngineInfo, Generation, GenerationEvent
 from tether.engine.remote.constraint import RemoteConstraint
 from tether.engine.remote.http import RemoteClient
 from tether.errors import EngineError, InvalidRequestError
@@ -29,7 +21,7 @@ from tether.grammar.spec import OutputSpec
 __all__ = ["RemoteTokenEngine"]
 
 
-class RemoteTokenEngine:
+class RemoteTokenEngine(EngineBase):
     """One slot's worth of a remote server. Synchronous; the scheduler runs one generation at a time on it."""
 
     _info: EngineInfo
@@ -39,7 +31,7 @@ class RemoteTokenEngine:
         self._api_key = api_key
         self._timeout_s = timeout_s
         self._client = RemoteClient(url, api_key=api_key, timeout_s=timeout_s)
-        self._lock = threading.Lock()
+        super().__init__()
 
     @property
     def info(self) -> EngineInfo:
@@ -54,28 +46,20 @@ class RemoteTokenEngine:
     def _fields(self, spec: OutputSpec) -> dict[str, Any]:
         raise NotImplementedError
 
-    def generate(
-        self,
-        prompt: Sequence[int],
-        params: SamplingParams,
-        *,
-        constraint: Constraint | None = None,
-        cancel: threading.Event | None = None,
-        logits_processor: LogitsProcessor | None = None,
-    ) -> Iterator[GenerationEvent]:
-        if logits_processor is not None:
+    def _admit(self, run: Generation) -> Generation:
+        if run.logits_processor is not None:
             raise EngineError("a remote engine cannot run logits processors; compile an OutputSpec")
-        if constraint is not None and not isinstance(constraint, RemoteConstraint):
-            raise EngineError(f"a remote engine cannot apply {type(constraint).__name__}: compile it here")
-        if params.logprobs is not None:
+        if run.constraint is not None and not isinstance(run.constraint, RemoteConstraint):
+            raise EngineError(
+                f"a remote engine cannot apply {type(run.constraint).__name__}: compile it here"
+            )
+        if run.params.logprobs is not None:
             raise InvalidRequestError(f"logprobs are not available through the {self._info.backend} backend")
-        if not self._lock.acquire(blocking=False):
-            raise EngineError("engine slot is busy: the scheduler must not run two generations on one slot")
-        try:
-            fields = constraint.fields if constraint is not None else {}
-            yield from self._generate(Generation(list(prompt), params, cancel=cancel), fields)
-        finally:
-            self._lock.release()
+        return run
+
+    def _run(self, run: Generation) -> Iterator[GenerationEvent]:
+        fields = run.constraint.fields if isinstance(run.constraint, RemoteConstraint) else {}
+        return self._generate(run, fields)
 
     def _generate(self, run: Generation, fields: Mapping[str, Any]) -> Iterator[GenerationEvent]:
         """Stream ``run`` from the server with ``fields`` (the compiled constraint) in its request."""

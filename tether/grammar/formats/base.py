@@ -216,6 +216,11 @@ class ToolCallFormat:
         i, n = min(found)
         return i + n
 
+    def closed(self, region: str) -> bool:
+        """Whether ``region`` ends with an ``end`` marker; without one the reply stopped inside the
+        call, which is kept only if what it holds validates (``truncated_closed``)."""
+        return any(region.endswith(e) for e in self.end)
+
     def parse_region(self, region: str, tools: Sequence[ToolSpec]) -> ParseResult | None:
         """Calls in one call region (markers included) plus leftover prose inside it.
 

@@ -136,7 +136,7 @@ class FunctionGemmaFormat(JsonPayloadFormat):
         body, marked = split_region(self, region)
         if not marked:
             return None
-        closed = any(region.endswith(e) for e in self.end)
+        closed = self.closed(region)
         attempts: list[tuple[str, tuple[str, ...]]] = [(body.strip(), ())]
         if not closed:
             opened = body.count("{") - body.count("}")

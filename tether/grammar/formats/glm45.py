@@ -19,6 +19,7 @@ from tether.calls import ToolCall
 from tether.coercion import value_from_text
 from tether.grammar.formats._shared import JsonPayloadFormat, dumps, join_content, split_region
 from tether.grammar.formats.base import InlineNameSlot, ParseResult, TemplateMatch, ToolSpec
+from tether.grammar.formats.hermes import tools_in_xml_tags
 from tether.grammar.rescue import clean_leftover, find_tool, make_call
 
 __all__ = ["Glm45Format"]
@@ -27,6 +28,11 @@ _NAME = re.compile(r"\s*([^\s<{]+)[ \t]*\n?")
 _KEY = re.compile(r"<arg_key>(.*?)</arg_key>\s*", re.S)
 _VALUE_OPEN = "<arg_value>"
 _VALUE_CLOSE = "</arg_value>"
+_CALL_SYNTAX = (
+    "For each function call, output the function name and arguments within the following XML format:\n"
+    "<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n"
+    "...\n</tool_call>"
+)
 
 
 def _pairs(text: str, props: Mapping[str, Any], repairs: list[str]) -> tuple[dict[str, Any], int]:
@@ -65,15 +71,7 @@ class Glm45Format(JsonPayloadFormat):
     args_encoding = "xml"
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
-        listing = "\n".join(dumps(t.to_openai()) for t in tools)
-        return (
-            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-            "You are provided with function signatures within <tools></tools> XML tags:\n"
-            f"<tools>\n{listing}\n</tools>\n\n"
-            "For each function call, output the function name and arguments within the following XML format:\n"
-            "<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n"
-            "...\n</tool_call>"
-        )
+        return tools_in_xml_tags(tools, _CALL_SYNTAX)
 
     def render_calls(self, content: str, calls: Sequence[ToolCall]) -> str:
         def one(call: ToolCall) -> str:
@@ -100,7 +98,7 @@ class Glm45Format(JsonPayloadFormat):
         rest = body[m.end() + pos :]
         if not args and rest.strip():
             return super().parse_region(region, tools)
-        if not any(region.endswith(e) for e in self.end):
+        if not self.closed(region):
             repairs.append("truncated_closed")  # cut off: keep only if what we have validates
         call = make_call(name, args, tools, raw=region, repairs=repairs)
         if call is None:

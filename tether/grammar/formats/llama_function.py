@@ -62,7 +62,7 @@ class LlamaFunctionFormat(JsonPayloadFormat):
             return ParseResult(content=content, calls=(call,))
         if body[m.end() :].strip():
             return None
-        if not any(region.endswith(e) for e in self.end):
+        if not self.closed(region):
             repairs.append("truncated_closed")  # "<function=f>" cut off: keep only if {} is valid
         call = make_call(m.group(1), {}, tools, raw=region, repairs=repairs)
         return None if call is None else ParseResult(content="", calls=(call,))

@@ -151,5 +151,5 @@ class Qwen3CoderFormat(JsonPayloadFormat):
         body, marked = split_region(self, region)
         if not marked:
             return None
-        truncated = not any(region.endswith(e) for e in self.end)
+        truncated = not self.closed(region)
         return parse_xml_calls(body, tools, truncated=truncated) or super().parse_region(region, tools)

@@ -43,6 +43,7 @@ __all__ = [
     "answered_last_turn",
     "asking",
     "call_key",
+    "lone",
     "never_asks",
 ]
 
@@ -157,11 +158,16 @@ def answered_last_turn(history: Sequence[Message]) -> frozenset[str]:
     )
 
 
+def lone(calls: Sequence[ToolCall]) -> bool:
+    """The reply makes one call, however often the model repeated it."""
+    return len({call_key(c) for c in calls}) == 1
+
+
 @dataclass
 class GuardContext:
-    """One reply's guard state, shared by its steps; :meth:`start` builds it for a reply's calls.
+    """One reply's guard state, shared by its steps.
 
-    Per reply: ``lone`` (the reply makes one call, however often the model repeated it),
+    Per reply: ``lone`` (the reply makes one call, however often the model repeated it: :func:`lone`),
     ``answered`` (the previous turn's calls whose results came back, under ``end_loops``) and the
     accumulators. Per call: ``verdict`` (``ok`` under the name as written until a step says
     otherwise) and ``settled`` (set by :meth:`settle`: no later step runs).
@@ -174,7 +180,6 @@ class GuardContext:
     can_regenerate: bool = False
     may_answer: bool = False  # a text answer would do instead (``tool_choice: auto`` on a fresh ask)
     lone: bool = False
-    answered: frozenset[str] = frozenset()
     notes: list[Intervention] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     checked: list[tuple[ToolCall, CallVerdict]] = field(default_factory=list)
@@ -185,11 +190,13 @@ class GuardContext:
     settled: bool = False
     by_name: dict[str, ToolSpec] = field(init=False)
     names: list[str] = field(init=False)
+    answered: frozenset[str] = field(init=False)
     _spoken: Grounding | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.by_name = {t.name: t for t in self.tools}
         self.names = [t.name for t in self.tools]
+        self.answered = answered_last_turn(self.history) if self.config.end_loops else frozenset()
 
     @classmethod
     def start(
@@ -197,24 +204,10 @@ class GuardContext:
         calls: Sequence[ToolCall],
         tools: Sequence[ToolSpec],
         config: GuardConfig,
-        messages: Sequence[Message] = (),
-        *,
-        checkers: Mapping[str, ArgumentChecker] | None = None,
-        can_regenerate: bool = False,
-        may_answer: bool = False,
+        messages: Sequence[Message],
     ) -> GuardContext:
-        """The context for one reply's ``calls``, before any step has run."""
-        history = tuple(messages)
-        return cls(
-            tuple(tools),
-            config,
-            history,
-            checkers or {},
-            can_regenerate,
-            may_answer,
-            lone=len({call_key(c) for c in calls}) == 1,
-            answered=answered_last_turn(history) if config.end_loops else frozenset(),
-        )
+        """The context for one reply's ``calls`` with no regeneration, before any step has run."""
+        return cls(tuple(tools), config, tuple(messages), lone=lone(calls))
 
     @property
     def spoken(self) -> Grounding:

@@ -1,4 +1,4 @@
-"""Step 5, duplicates: no call twice, in one reply or (``end_loops``) across two turns.
+"""Step 6, duplicates: no call twice, in one reply or (``end_loops``) across two turns.
 
 With ``dedupe``, a call identical (name and arguments) to an earlier one of the reply is dropped,
 and so is one identical to a call of the previous turn whose result came back without failing

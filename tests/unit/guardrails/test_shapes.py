@@ -1,0 +1,89 @@
+"""Values in the shape their parameter asks for: dates and US state codes, only where unambiguous."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.calls import ToolCall
+from tether.chat import Message
+from tether.grammar.formats.base import ToolSpec
+from tether.guardrails.pipeline import guard_steps, run_guard_sync
+from tether.guardrails.presets import PRESETS
+from tether.guardrails.shapes import reshape, wanted_shape
+
+ISO = {"type": "string", "description": "The date, in the format YYYY-MM-DD."}
+US = {"type": "string", "description": "Date as MM/DD/YYYY"}
+STATE = {"type": "string", "description": "The two-letter state abbreviation, e.g. 'CA'."}
+
+
+@pytest.mark.parametrize(
+    ("spec", "shape"),
+    [
+        (ISO, "date"),
+        ({"type": "string", "format": "date"}, "date"),
+        (US, "us-date"),
+        (STATE, "state-code"),
+        ({"type": "string", "description": "Timestamp YYYY-MM-DDTHH:MM:SS"}, None),
+        ({"type": "string", "description": "The state of the order"}, None),
+        ({"type": "string", "description": "The city"}, None),
+    ],
+)
+def test_the_shape_comes_from_the_schema_or_the_description(spec: dict[str, str], shape: str | None) -> None:
+    assert wanted_shape(spec) == shape
+
+
+@pytest.mark.parametrize(
+    ("value", "shape", "out"),
+    [
+        ("April 25, 2023", "date", "2023-04-25"),
+        ("25th of April 2023", "date", "2023-04-25"),
+        ("March 8th, 2023", "date", "2023-03-08"),
+        ("Sept. 3 2024", "date", "2024-09-03"),
+        ("2023/4/5", "date", "2023-04-05"),
+        ("04/25/2023", "date", "2023-04-25"),
+        ("25/04/2023", "date", "2023-04-25"),
+        ("2023-04-25", "date", None),  # in shape already
+        ("05/04/2023", "date", None),  # May 4th or 5 April: left alone
+        ("February 30, 2023", "date", None),  # not a date
+        ("next Friday", "date", None),
+        ("April 25, 2023", "us-date", "04/25/2023"),
+        ("California", "state-code", "CA"),
+        ("new york", "state-code", "NY"),
+        ("CA", "state-code", None),
+        ("Narnia", "state-code", None),
+        (42, "date", None),
+    ],
+)
+def test_a_value_is_reshaped_only_when_it_reads_unambiguously(
+    value: object, shape: str, out: str | None
+) -> None:
+    assert reshape(value, shape) == out
+
+
+def test_the_guard_reshapes_and_notes_it_under_strict_only() -> None:
+    tool = ToolSpec("get_weather", "", {"type": "object", "properties": {"date": ISO, "state": STATE}})
+    ask = (Message("user", "Weather in Fresno, California on April 25, 2023?"),)
+    call = ToolCall("get_weather", {"date": "April 25, 2023", "state": "California"})
+    strict = run_guard_sync(guard_steps([call], [tool], PRESETS["strict"], ask))
+    assert dict(strict.calls[0].arguments) == {"date": "2023-04-25", "state": "CA"}
+    assert [n.kind for n in strict.interventions] == ["args_reshaped"]
+    full = run_guard_sync(guard_steps([call], [tool], PRESETS["full"], ask))
+    assert dict(full.calls[0].arguments) == {"date": "April 25, 2023", "state": "California"}
+
+
+@pytest.mark.parametrize(
+    ("description", "value", "out"),
+    [
+        ("The city, in the format of 'City, State', such as 'Berkeley, CA'.", "Pittsburgh", "Pittsburgh, PA"),
+        ("City name, e.g. 'New York, NY'", "New York", "New York, NY"),
+        ("City name, e.g. 'New York, NY'", "san jose", "san jose, CA"),
+        ("City name, e.g. 'New York, NY'", "Springfield", None),  # many Springfields: left alone
+        ("City name, e.g. 'New York, NY'", "Pittsburgh, PA", None),  # in shape already
+        ("City name, e.g. 'New York, NY'", "Atlantis", None),
+        ("The location, in the format of 'City, Country'.", "Rio de Janeiro", "Rio de Janeiro, Brazil"),
+        ("The city to search", "Pittsburgh", None),  # no shape asked
+    ],
+)
+def test_a_place_gets_the_qualifier_its_parameter_asks_for(description: str, value: str, out: str | None) -> None:
+    shape = wanted_shape({"type": "string", "description": description})
+    assert (reshape(value, shape) if shape else None) == out

@@ -1,0 +1,78 @@
+"""The tool view: many long tools in a small window are shown briefly, the ones the request needs in full."""
+
+from __future__ import annotations
+
+from tether.chat import Message
+from tether.grammar.formats.base import ToolSpec
+from tether.selection.semantic import SemanticRelevance, tool_sentence
+from tether.turns.tool_view import ToolView, brief
+
+LONG = "Look it up. " + "This tool has a long description that goes on about many details. " * 12
+
+
+def tool(name: str, words: str) -> ToolSpec:
+    params = {
+        "type": "object",
+        "properties": {"city": {"type": "string", "description": "The city, e.g. 'Paris, France'. " * 4}},
+        "required": ["city"],
+    }
+    return ToolSpec(name, f"{words}. {LONG}", params)
+
+
+TOOLS = [
+    tool(f"tool_{i}", w) for i, w in enumerate(["Stock prices", "Hotel rooms", "Weather forecast", "Flights"])
+]
+TOOLS.append(tool("get_weather_now", "Current weather"))
+ASK = (Message("user", "What is the weather forecast in Paris?"),)
+
+
+def test_small_tool_sets_are_shown_as_they_are() -> None:
+    assert ToolView().shown(ASK, TOOLS[:3], 4096) == tuple(TOOLS[:3])
+    assert ToolView(share=0).shown(ASK, TOOLS, 512) == tuple(TOOLS)
+    assert ToolView().shown(ASK, TOOLS, 100_000) == tuple(TOOLS)  # the window has room
+
+
+def test_crowded_tools_keep_the_relevant_ones_in_full_and_every_name() -> None:
+    shown = ToolView(share=0.25, keep=2).shown(ASK, TOOLS, 1024)
+    assert [t.name for t in shown] == [t.name for t in TOOLS]  # every offered name is still there
+    full = {t.name for t, orig in zip(shown, TOOLS, strict=True) if t == orig}
+    assert {"tool_2", "get_weather_now"} <= full and "tool_0" not in full
+
+
+def test_a_brief_tool_keeps_its_name_first_sentence_and_parameters() -> None:
+    short = brief(TOOLS[0])
+    assert short.name == "tool_0" and short.description == "Stock prices."
+    assert short.parameters == {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    }
+
+
+def test_a_tool_sentence_reads_its_name_description_and_parameters() -> None:
+    spec = ToolSpec(
+        "getCurrentWeather", "Weather now.", {"type": "object", "properties": {"unit_system": {}}}
+    )
+    assert tool_sentence(spec) == "get current weather: Weather now. (unit system)"
+
+
+class Counting:
+    """An embedder that counts its calls (the tool set's vectors are cached)."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        self.calls.append(len(texts))
+        return np.eye(len(texts), 4, dtype=np.float32)
+
+
+def test_tool_vectors_are_cached_per_tool_set() -> None:
+    embedder = Counting()
+    semantic = SemanticRelevance(embedder)
+    semantic.scores("weather?", TOOLS[:2])
+    semantic.scores("hotels?", TOOLS[:2])
+    assert embedder.calls == [1, 2, 1]  # the request, the two tools, then only the second request
+    assert semantic.scores("  ", TOOLS[:2]) == [0.0, 0.0]

@@ -1,0 +1,40 @@
+"""Step 5, shapes: string values put in the shape their parameter asks for (:mod:`tether.guardrails.shapes`).
+
+Runs after the arguments are checked: a date the user wrote as "April 25, 2023" goes to a
+``YYYY-MM-DD`` parameter as ``2023-04-25``, "California" to a two-letter state parameter as ``CA``.
+Noted as ``args_reshaped``; a value already in shape, or one that does not read as the shape, is
+left as the model wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tether.calls import ToolCall
+from tether.guardrails.interventions import Intervention
+from tether.guardrails.shapes import reshape, wanted_shape
+from tether.guardrails.steps.context import GuardContext, never_asks
+
+__all__ = ["shapes"]
+
+
+@never_asks
+def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+    """Reshape ``call``'s top-level string values where their parameters ask for a shape."""
+    if not ctx.config.shape_values:
+        return call
+    props: Mapping[str, Any] = ctx.by_name[call.name].parameters.get("properties") or {}
+    changed: dict[str, Any] = {}
+    for key, value in call.arguments.items():
+        spec = props.get(key)
+        shape = wanted_shape(spec) if isinstance(spec, Mapping) else None
+        fixed = reshape(value, shape) if shape is not None else None
+        if fixed is not None and fixed != value:
+            changed[key] = fixed
+    if not changed:
+        return call
+    after = {**call.arguments, **changed}
+    detail = ", ".join(f"{k}: {call.arguments[k]!r} -> {v!r}" for k, v in changed.items())
+    ctx.notes.append(Intervention("args_reshaped", detail, call.name, dict(call.arguments), after))
+    return call.with_repairs("args_reshaped", arguments=after)
