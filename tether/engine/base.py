@@ -76,8 +76,9 @@ def common_prefix_len(held: Iterable[int], prompt: Iterable[int]) -> int:
 def _ids(seq: Iterable[int]) -> list[int]:
     if isinstance(seq, list):
         return seq
-    tolist = getattr(seq, "tolist", None)  # numpy arrays (llama-cpp-python's input ids)
-    return list(tolist()) if tolist is not None else list(seq)
+    if isinstance(seq, np.ndarray):  # llama-cpp-python's input ids
+        return list(seq.tolist())
+    return list(seq)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ ends a generation whose recent text is one short unit repeated many times over.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import replace
 
 from tether.engine.base import Done, GenerationEvent, Token
@@ -106,9 +106,8 @@ def stop_at(
                 yield Done("stop", prompt_tokens, count, produced)
                 return
     finally:
-        close = getattr(source, "close", None)
-        if close is not None:
-            close()
+        if isinstance(source, Generator):
+            source.close()
 
 
 class RepetitionStop:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from tether.calls import ToolCall
 from tether.errors import InvalidRequestError
 
@@ -43,11 +45,8 @@ def as_dict(response: Any) -> dict[str, Any]:
     """A deep plain-dict copy of a chat completion (dict or pydantic/SDK object)."""
     if isinstance(response, Mapping):
         return copy.deepcopy(dict(response))
-    dump = getattr(response, "model_dump", None)
-    if callable(dump):
-        data = dump(mode="json")
-        if isinstance(data, dict):
-            return data
+    if isinstance(response, BaseModel):  # the openai SDK's objects
+        return response.model_dump(mode="json")
     raise InvalidRequestError(f"not a chat completion: {type(response).__name__}")
 
 
@@ -106,10 +105,9 @@ def rebuild(
     data["tether"] = {**extra, "interventions": [*earlier, *(dict(i) for i in interventions)]}
     if isinstance(response, Mapping):
         return data  # type: ignore[return-value]
-    validate = getattr(type(response), "model_validate", None)
-    if not callable(validate):
+    if not isinstance(response, BaseModel):
         raise InvalidRequestError(f"cannot rebuild a {type(response).__name__}")
-    rebuilt: R = validate(data)
+    rebuilt: R = type(response).model_validate(data)
     return rebuilt
 
 

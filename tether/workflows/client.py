@@ -23,7 +23,7 @@ from tether.guardrails.presets import ConstrainMode, GuardConfig
 from tether.turns.core import ChatCore, Prepared
 from tether.turns.events import ChatJob, ToolChoice, collect
 
-__all__ = ["CoreClient", "HttpClient", "ModelClient"]
+__all__ = ["CoreClient", "CountsTokens", "HttpClient", "ModelClient"]
 
 
 @runtime_checkable
@@ -33,6 +33,17 @@ class ModelClient(Protocol):
     async def complete(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], tool_choice: ToolChoice
     ) -> Message: ...
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """A client that knows its model's window and counts a prompt's tokens as the model sees them
+    (the runner then compacts the conversation to fit)."""
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    def count_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> int: ...
 
 
 # Calls pass as the model wrote them (repaired parses included); names and arguments are the runner's.

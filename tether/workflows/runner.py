@@ -27,7 +27,7 @@ from tether.sandbox import ToolBox
 from tether.turns.compaction import CompactionPolicy, TokenCounter, compact
 from tether.turns.events import ToolChoice
 from tether.workflows import events
-from tether.workflows.client import ModelClient
+from tether.workflows.client import CountsTokens, ModelClient
 from tether.workflows.events import EventCallback, RunEvent, RunResult, RunStatus, emit
 from tether.workflows.spec import Workflow
 from tether.workflows.state import WorkflowState, violation_text
@@ -92,12 +92,12 @@ class WorkflowRunner:
         self.on_event = on_event
         self.steer: Steer = steer
         self.guard = Guardrails(self.specs, max_retries=workflow.budgets.max_retries_per_step)
-        counter = getattr(client, "count_tokens", None)
-        if count_tokens is None and callable(counter):
+        counts = client if isinstance(client, CountsTokens) else None
+        if count_tokens is None and counts is not None:
             specs = self.specs
-            count_tokens = lambda msgs: int(counter(msgs, specs))  # noqa: E731
+            count_tokens = lambda msgs: counts.count_tokens(msgs, specs)  # noqa: E731
         self.count_tokens = count_tokens
-        n_ctx = context_tokens if context_tokens is not None else getattr(client, "n_ctx", None)
+        n_ctx = context_tokens if context_tokens is not None else counts.n_ctx if counts is not None else None
         self.budget = None if n_ctx is None else max(int(n_ctx) - reserve_tokens, 1)
         self.compaction = compaction
         self._cancel = asyncio.Event()
