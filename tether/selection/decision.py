@@ -38,7 +38,7 @@ from tether.grammar.steering import Steering
 from tether.schema_kinds import extractive_kind
 from tether.selection.enumeration import enumerated_items
 from tether.selection.relevance import ToolRelevance, rank_tools
-from tether.selection.semantic import SemanticRelevance
+from tether.selection.semantic import SemanticRelevance, readable
 
 __all__ = [
     "SEMANTIC_DECISION",
@@ -132,6 +132,9 @@ def steering_for(
     with ``cap``, a fresh ask gets at most one call per item it enumerates."""
     if not tools or not (decide or names or cap):
         return Steering(end_repeats=True)  # an exact repeat never helps: the list ends there
+    if semantic is not None and not readable(request_text(messages)):
+        # all-MiniLM reads English: a request in another script is judged by the lexical fit alone.
+        semantic, model = None, DecisionModel()
     ranked = relevance(messages, tools, semantic)
     in_loop = bool(messages) and messages[-1].role == "tool"
     prior = model.prior(ranked, in_loop=in_loop) if decide else 0.0

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from tether.grammar.formats.base import ToolSpec
 from tether.selection.relevance import content_words
 
-__all__ = ["Embedder", "SemanticRelevance", "tool_sentence"]
+__all__ = ["Embedder", "SemanticRelevance", "readable", "tool_sentence"]
 
 _DESCRIPTION_CHARS = 400  # a tool's description past this says little about what it is for
 
@@ -41,6 +41,12 @@ def tool_sentence(tool: ToolSpec) -> str:
     params = ", ".join(" ".join(content_words(key)) or key for key in props)
     text = f"{name}: {tool.description.strip()[:_DESCRIPTION_CHARS]}".rstrip(": ")
     return f"{text} ({params})" if params else text
+
+
+def readable(text: str) -> bool:
+    """Whether an English sentence-embedding model can read ``text``: most of its letters are Latin."""
+    letters = [c for c in text if c.isalpha()]
+    return not letters or sum(c.isascii() for c in letters) >= 0.5 * len(letters)
 
 
 class SemanticRelevance:

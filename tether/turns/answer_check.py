@@ -21,7 +21,7 @@ from tether.calls import ToolCall
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.selection.decision import request_text
-from tether.selection.semantic import SemanticRelevance
+from tether.selection.semantic import SemanticRelevance, readable
 from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent, offered_tools
 from tether.turns.stages import Next, Turn
 
@@ -33,7 +33,7 @@ def invented_tool(
 ) -> tuple[str, float] | None:
     """The offered tool that both ``request`` and ``answer`` are about (with the lower of their two
     similarities), or None."""
-    if not answer.strip() or not request.strip():
+    if not answer.strip() or not readable(request) or not readable(answer):
         return None
     asked = semantic.scores(request, tools)
     said = semantic.scores(answer, tools)
