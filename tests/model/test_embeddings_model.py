@@ -20,7 +20,8 @@ from tests.support.bert_reference import bert_sentence_embedding
 from tests.support.socket_server import serving
 from tether.config import ServerConfig
 from tether.engine.embedding import LlamaEmbedder
-from tether.engine.embedding.convert import BertCheckpoint, convert_bundled, read_checkpoint
+from tether.engine.embedding.checkpoint import BertCheckpoint, read_checkpoint
+from tether.engine.embedding.convert import convert_bundled
 from tether.engine.locate import bundled_embedding_source
 from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import ScriptedEngine

@@ -17,13 +17,8 @@ import pytest
 
 from tests.support.bert_reference import TINY_VOCAB, bert_sentence_embedding, tiny_bert_checkpoint
 from tether.engine.embedding import LlamaEmbedder, convert
-from tether.engine.embedding.convert import (
-    convert_bundled,
-    gguf_tensor_name,
-    read_checkpoint,
-    read_safetensors,
-    write_gguf,
-)
+from tether.engine.embedding.checkpoint import read_checkpoint, read_safetensors
+from tether.engine.embedding.convert import convert_bundled, gguf_tensor_name, write_gguf
 from tether.errors import ConfigError, EngineError, InvalidRequestError
 
 gguf = pytest.importorskip("gguf")
