@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.support.socket_server import serving
+from tests.support.socket_server import ask_with_tools, serving
 from tether.config import ServerConfig
 from tether.engine.embedding import LlamaEmbedder
 from tether.engine.llama_cpp import LlamaCppEngine
@@ -68,15 +67,6 @@ def base(smollm: LlamaCppEngine) -> Iterator[str]:
     ("question", "offered"), QUESTIONS, ids=[t["function"]["name"] for _, t in QUESTIONS]
 )
 def test_an_everyday_question_gets_its_tool_called(base: str, question: str, offered: dict[str, Any]) -> None:
-    body = {
-        "model": "smollm2-135m-instruct",
-        "messages": [{"role": "user", "content": question}],
-        "tools": [offered],
-        "temperature": 0,
-        "max_tokens": 128,
-    }
-    r = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=300)
-    assert r.status_code == 200, r.text
-    message = r.json()["choices"][0]["message"]
+    message = ask_with_tools(base, question, [offered])["choices"][0]["message"]
     assert message.get("tool_calls"), f"answered in text instead: {message.get('content')!r}"
     assert message["tool_calls"][0]["function"]["name"] == offered["function"]["name"]

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import httpx
 import uvicorn
 
-__all__ = ["free_port", "serving", "wait_for"]
+__all__ = ["ask_with_tools", "free_port", "serving", "wait_for"]
 
 
 def free_port() -> int:
@@ -56,3 +56,20 @@ def wait_for(base: str, predicate: Any, *, timeout: float = 5.0) -> dict[str, An
             return snap
         time.sleep(0.02)
     raise AssertionError(f"/health never satisfied the condition: {snap}")
+
+
+def ask_with_tools(
+    base: str, question: str, tools: list[dict[str, Any]], max_tokens: int = 128
+) -> dict[str, Any]:
+    """One greedy user question with ``tools`` offered, POSTed to ``base``'s chat completions; the
+    200 reply's JSON."""
+    body = {
+        "model": "smollm2-135m-instruct",
+        "messages": [{"role": "user", "content": question}],
+        "tools": tools,
+        "temperature": 0,
+        "max_tokens": max_tokens,
+    }
+    r = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    return dict(r.json())

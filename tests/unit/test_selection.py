@@ -263,6 +263,92 @@ def test_strings_are_found_from_a_word_start_by_stems_and_as_dates() -> None:
     assert not said.has_string("2025-03-15")
 
 
+def test_identifiers_echoes_and_times_of_day_must_be_said_in_full() -> None:
+    from tether.selection.grounded import Grounding, check_call, echoes
+
+    said = Grounding.of("His profile? Move it to the 15th of April 2021 at 1:45 pm. What is your name?")
+    assert not said.has_string("his_id") and said.has_string("his profile")  # one token: every part
+    assert said.has_string("2021-04-15T13:45:00Z") and said.has_string("2021-04-15")
+    assert not said.has_string("2021-04-15T15:45:00Z")  # the date said, another time of day
+    assert echoes("name", "introduce_person", "name") and echoes("get_response", "get_response", "q")
+    assert echoes("Strings", "concat_strings", "items") and not echoes("Ann", "introduce_person", "name")
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    assert check_call({"name": "name"}, schema, said, "introduce_person").unsaid == ("name",)
+
+
+def test_values_inside_objects_count_toward_the_share_but_not_as_unsaid() -> None:
+    from tether.selection.grounded import Grounding, check_call
+
+    box = {"type": "object", "properties": {"lane": {"type": "string"}, "width": {"type": "number"}}}
+    schema = {
+        "type": "object",
+        "properties": {"lane": box, "boxes": {"type": "array", "items": box}},
+        "required": ["lane"],
+    }
+    said = Grounding.of("Compute the headway of this image")
+    found = check_call({"lane": {"lane": "regular", "width": 1}, "boxes": [{"width": 2}]}, schema, said)
+    assert (found.found, found.total, found.unsaid) == (0, 3, ())
+    said = Grounding.of("The left lane is 3.5 wide")
+    assert check_call({"lane": {"lane": "left", "width": 3.5}}, schema, said).share == 1.0
+
+
+def test_optional_values_nobody_said_that_override_the_default_are_found() -> None:
+    from tether.selection.grounded import Grounding, unsaid_optional
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "host": {"type": "string"},
+            "username": {"type": "string", "default": "postgres"},
+            "port": {"type": "integer", "default": 5432},
+            "email": {"type": "string"},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "content": {"type": "string"},
+        },
+        "required": ["host"],
+    }
+    said = Grounding.of("Add the server at 192.168.0.5 for Adriel, tagged prod")
+    call = {
+        "host": "10.0.0.1",  # required: the abstention's business, not this
+        "username": "admin",
+        "port": 5432,  # the default: nothing to override
+        "email": "Adriel@Adriel.com",
+        "mode": "b",  # an enum: a choice, not a span
+        "tags": ["prod", "eu"],
+        "content": "a file the model writes",
+    }
+    assert unsaid_optional(call, schema, said, "add_server") == ("username", "email", "tags")
+    assert unsaid_optional({"host": "x", "tags": ["prod"]}, schema, said) == ()
+    # A choice is dropped only with a default to fall back on, and when the request does not name it.
+    choices = {
+        "type": "object",
+        "properties": {
+            "show_type": {"type": "string", "enum": ["regular", "imax", "dontcare"], "default": "dontcare"},
+            "format": {"type": "string", "enum": ["2d", "3d"]},
+            "has_garage": {"type": "boolean", "default": False},
+            "in_unit_laundry": {"type": "boolean", "default": False},
+        },
+    }
+    said = Grounding.of("A rental with in-unit laundry, an IMAX screen nearby")
+    guess = {"show_type": "regular", "format": "3d", "has_garage": True, "in_unit_laundry": True}
+    assert unsaid_optional(guess, choices, said, flags=frozenset({"in_unit_laundry"})) == (
+        "show_type",
+        "has_garage",
+    )
+    assert (
+        unsaid_optional({**guess, "show_type": "imax"}, choices, said, flags=frozenset())[0] == "has_garage"
+    )
+    # A string whose description quotes its choices is a choice too: "24 hour format" keeps "24h".
+    quoted = {
+        "type": "object",
+        "properties": {"display_format": {"type": "string", "description": "'12h' or '24h'"}},
+    }
+    assert (
+        unsaid_optional({"display_format": "24h"}, quoted, Grounding.of("London time, 24 hour format")) == ()
+    )
+
+
 def test_a_required_value_nobody_said_is_reported() -> None:
     from tether.selection.grounded import Grounding, check_call
 
@@ -340,3 +426,22 @@ def test_a_variant_only_reorders_or_changes_what_nobody_said() -> None:
     assert variant_keys({"company": "Apple", "frequency": "monthly"}, said_one, schema, spoken) is None
     assert variant_keys(first, {"company": "Samsung", "rival": "Nokia"}, schema, spoken) is None
     assert variant_keys(first, dict(first), schema, spoken) is None  # identical: a duplicate, not a variant
+
+
+def test_a_switch_the_request_turns_on_or_off_is_named_with_its_value() -> None:
+    from tether.selection.relevance import mentioned_switches
+
+    params = {
+        "properties": {
+            "has_garage": {"type": "boolean", "default": False},
+            "in_unit_laundry": {"type": "boolean"},
+            "has_laundry_service": {"type": "string", "enum": ["True", "False", "dontcare"]},
+            "is_unisex": {"type": "boolean"},
+            "city": {"type": "string"},
+        }
+    }
+    ask = "A rental in San Francisco? No need for a garage, but I'd prefer it to have in-unit laundry."
+    assert mentioned_switches(ask, params) == {"has_garage": False, "in_unit_laundry": True}
+    assert mentioned_switches("It should have laundry service", params) == {"has_laundry_service": "True"}
+    assert mentioned_switches("Find me a unisex salon in the city", params) == {"is_unisex": True}
+    assert mentioned_switches("A salon, not in the city", params) == {}  # only on/off parameters

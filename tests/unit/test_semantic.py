@@ -12,7 +12,9 @@ from tether.grammar.formats.base import ToolSpec
 from tether.selection.decision import SEMANTIC_DECISION, DecisionModel, steering_for
 from tether.selection.semantic import SemanticRelevance, readable
 
-TICKETS = ToolSpec("get_tickets", "Get a customer's support tickets", {"type": "object", "properties": {"customer": {}}})
+TICKETS = ToolSpec(
+    "get_tickets", "Get a customer's support tickets", {"type": "object", "properties": {"customer": {}}}
+)
 
 
 class Aligned:
@@ -32,7 +34,9 @@ def test_a_request_the_model_cannot_read_is_judged_by_the_lexical_fit() -> None:
     semantic = SemanticRelevance(Aligned())
     english = [Message("user", "Show me the support tickets of Red Star")]
     chinese = [Message("user", "请帮我检索一下'红星科技'公司目前所有未解决的工单")]
-    with_meaning = steering_for(english, [TICKETS], SEMANTIC_DECISION, decide=True, names=True, semantic=semantic)
+    with_meaning = steering_for(
+        english, [TICKETS], SEMANTIC_DECISION, decide=True, names=True, semantic=semantic
+    )
     lexical = steering_for(chinese, [TICKETS], DecisionModel(), decide=True, names=True)
     fallback = steering_for(chinese, [TICKETS], SEMANTIC_DECISION, decide=True, names=True, semantic=semantic)
     assert fallback.call_prior == lexical.call_prior  # not the semantic fit with a similarity it cannot know

@@ -16,6 +16,8 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
   lone call of a fresh ask;
 * ``args_grounded``: a call of a fitting tool whose required strings nobody said, asked again with
   them limited to the request's words (``strict``);
+* ``args_dropped``: optional values nobody said, which would have overridden the tool's default,
+  left out of a call to a fresh ask (``strict``);
 * ``duplicate_dropped``: a call identical to an earlier call in the same reply;
 * ``variant_merged``: a call that only reorders an earlier one's values, or differs from it only in
   optional values nobody said, merged into it (``strict``);
@@ -62,6 +64,7 @@ KINDS: frozenset[str] = frozenset(
         "duplicate_dropped",
         "variant_merged",
         "args_grounded",
+        "args_dropped",
         "call_repeated",
         "repetition_stopped",
         "call_abstained",

@@ -47,6 +47,9 @@ class GuardConfig:
     # ... unless the called tool fits the request at least this well (its relevance score, 0: off)
     # and its unsaid values are strings: then it is asked again with them limited to the request's words.
     reground_min: float = 0.0
+    # On a fresh ask, optional string and number values nobody said that differ from the tool's
+    # default are left out: a guess does not override what the tool does by itself.
+    drop_unsaid: bool = False
     # A later call of a reply that only reorders an earlier one's values, or differs from it only in
     # optional values nobody said, is merged into it (the disputed values left to the tool's default).
     merge_variants: bool = False
@@ -85,6 +88,7 @@ PRESETS: dict[str, GuardConfig] = {
         abstain_below=0.5,
         abstain_unsaid=True,
         reground_min=0.3,
+        drop_unsaid=True,
         merge_variants=True,
         fill_mentioned=True,
         end_loops=True,

@@ -1,7 +1,7 @@
 """Values in the shape the tool asks for: dates, US states and places, as the schema or description says.
 
 A small model copies what the user wrote: ``"April 25, 2023"`` where the parameter's description
-asks for ``YYYY-MM-DD``, ``"California"`` where it asks for a two-letter state code. The shape
+asks for ``YYYY-MM-DD``, ``"15th of April 2021 at 1:45 pm, UTC"`` where it asks for an ISO date-time, ``"California"`` where it asks for a two-letter state code. The shape
 comes from the schema (``format: date`` / ``date-time``) or from the description's own words
 (``YYYY-MM-DD``, ``MM/DD/YYYY``, "two-letter state", "state abbreviation", an example like
 ``'CA'``, "City, State", "City, Country"). A value is reshaped only when it does not have the
@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import date
+from datetime import date, datetime
 from functools import cache
 from typing import Any
+
+from tether.selection.grounded import written_dates, written_times
 
 __all__ = ["US_STATES", "reshape", "wanted_shape"]
 
@@ -52,6 +54,8 @@ _SHAPES: list[tuple[re.Pattern[str], str]] = [
 ]
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _US_DATE = re.compile(r"^\d{2}/\d{2}/\d{4}$")
+_ISO_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+_UTC = re.compile(r"\b(?:utc|gmt)\b", re.I)
 
 US_STATES = {
     "alabama": "AL", "alaska": "AK", "arizona": "AZ", "arkansas": "AR", "california": "CA",
@@ -80,11 +84,13 @@ _ASCII_NAME = re.compile(r"^[A-Za-z][A-Za-z .'-]{2,}$")
 
 
 def wanted_shape(spec: Mapping[str, Any]) -> str | None:
-    """The shape a string parameter asks for: ``date`` (ISO), ``us-date``, ``state-code``,
-    ``city-state``, ``city-country``, or None."""
-    if spec.get("format") == "date":
-        return "date"
+    """The shape a string parameter asks for: ``date`` (ISO), ``date-time`` (ISO, ``date-time-z`` in
+    UTC), ``us-date``, ``state-code``, ``city-state``, ``city-country``, or None."""
+    if spec.get("format") in ("date", "date-time"):
+        return str(spec["format"])
     text = str(spec.get("description") or "")
+    if m := re.search(r"YYYY-MM-DD[T ]HH:MM(?::SS)?(Z)?", text):
+        return "date-time-z" if m.group(1) else "date-time"
     if _CITY_COUNTRY.search(text):
         return "city-country"
     if _CITY_STATE.search(text) or (re.search(r"\bcity\b", text, re.I) and _CITY_STATE_EXAMPLE.search(text)):
@@ -128,6 +134,8 @@ def reshape(value: Any, shape: str) -> str | None:
     if shape == "date" and not _ISO_DATE.match(value):
         day = _date(value)
         return day.isoformat() if day else None
+    if shape.startswith("date-time") and not _ISO_DATE_TIME.match(value):
+        return _date_time(value, zone="Z" if shape.endswith("-z") or _UTC.search(value) else "")
     if shape == "us-date" and not _US_DATE.match(value):
         day = _date(value)
         return day.strftime("%m/%d/%Y") if day else None
@@ -137,6 +145,18 @@ def reshape(value: Any, shape: str) -> str | None:
         found = _places(shape == "city-state").get(value.strip().lower())
         return f"{value.strip()}, {found[1]}" if found else None  # the place as the user named it
     return None
+
+
+def _date_time(value: str, zone: str) -> str | None:
+    """``value`` as an ISO date-time when it writes exactly one date and at most one time of day."""
+    days, times = written_dates(value.lower()), written_times(value.lower())
+    if len(days) != 1 or len(times) > 1:
+        return None
+    (y, m, d), (hour, minute) = days.pop(), times.pop() if times else (0, 0)
+    try:
+        return datetime(y, m, d, hour, minute).strftime("%Y-%m-%dT%H:%M:%S") + zone
+    except ValueError:
+        return None
 
 
 @cache

@@ -4,9 +4,11 @@ variants of one call merged.
 Both serve "a wrong guess is worse than no guess" without throwing a right call away:
 
 * a call of a tool that fits the request, abstained from only because the model made up a required
-  string ("Bahia" for "the capital of Brazil"), is asked for once more with each such string limited
-  to the request's own words (:func:`tether.selection.grounded.request_spans`, less those another of
-  its values already uses) and every other value kept as it was (:func:`regrounded_tool`);
+  string ("Bahia" for "the capital of Brazil") or number (0 for "below 50%"), is asked for once more
+  with each such string limited to the request's own words
+  (:func:`tether.selection.grounded.request_spans`) and each number to the request's numbers, less
+  those another of its values already uses, and every other value kept as it was
+  (:func:`regrounded_tool`);
 * a later call of the same reply that only reorders an earlier call's values, or differs from it only
   in optional values nobody said, is the model hedging, not a second request: it is merged into the
   earlier call, which drops the disputed values so the tool's default decides (:func:`merge_variant`).
@@ -17,9 +19,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from tether.calls import ToolCall
+from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
+from tether.grammar.spans import number_spans
 from tether.guardrails.arguments import FieldError
 from tether.schema_kinds import extractive_kind
 from tether.selection.grounded import Grounding, request_spans, said, variant_keys
@@ -43,16 +48,15 @@ def regrounded_tool(
     min_relevance: float,
 ) -> tuple[ToolSpec, tuple[FieldError, ...]] | None:
     """``tool`` narrowed for asking ``call`` again: each ``unsaid`` string limited to the request's
-    spans that begin as the model's value began, every other said value fixed as given, optional
-    values nobody said left out, nothing added; with the errors that say why. None when the tool fits
-    the request less than ``min_relevance``, an unsaid value is not a plain string, or no span begins
-    like it."""
+    spans that begin as the model's value began, each unsaid number to the request's numbers no other
+    value uses, every other said value fixed as given, optional values nobody said left out, nothing
+    added; with the errors that say why. None when the tool fits the request less than
+    ``min_relevance`` (unless only dates are asked again), an unsaid value is not a plain string or
+    number, or nothing is left to offer."""
     props = tool.parameters.get("properties") or {}
-    strings = all(
-        isinstance(call.arguments.get(k), str) and extractive_kind(props.get(k), k) == "string"
-        for k in unsaid
-    )
-    if not unsaid or not strings:
+    found = {k: _plain_kind(call.arguments.get(k), props.get(k), k) for k in unsaid}
+    kinds = {k: v for k, v in found.items() if v is not None}
+    if not unsaid or len(kinds) < len(found):
         return None
     # A value fills one parameter: spans sharing a word with the call's other values are not offered.
     # The tool's own name words ("concert" of concert_search) describe the request, not a value.
@@ -66,14 +70,34 @@ def regrounded_tool(
     # The model began the value it meant and lost its way ("Bahia" for Brazil, "Cinacadae" for
     # Chinese): only spans that begin as its value began are offered. A value that begins like no
     # span was no attempt at one.
-    choices = {k: [s for s in spans if s[:1].lower() == str(call.arguments[k])[:1].lower()] for k in unsaid}
+    choices: dict[str, list[Any]] = {
+        k: [s for s in spans if s[:1].lower() == str(call.arguments[k])[:1].lower()] for k in unsaid
+    }
+    dated = set()
+    for k in unsaid:  # a date (and time) nobody said: the ones the conversation says, written alike
+        if (dates := _said_dates(call.arguments[k], spoken)) is not None:
+            choices[k] = dates
+            dated.add(k)
+    # A number is any the request states that no other value of the call already uses.
+    used = {float(v) for k, v in call.arguments.items() if k not in unsaid and _is_number(v)}
+    numbers = [json.loads(n) for _, _, n in number_spans(request.encode())]
+    for k in unsaid:
+        if kinds[k] == "number":
+            integral = "integer" in schema_types(props.get(k))
+            fit = (n for n in numbers if float(n) not in used and (not integral or float(n).is_integer()))
+            choices[k] = list(dict.fromkeys(int(n) if integral else n for n in fit))
     if not all(choices.values()):
         return None
-    if max((r.score for r in rank_tools(request, [tool])), default=0.0) < min_relevance:
+    # A date the conversation states is its own: only words and numbers need a tool that fits.
+    fits = (
+        dated == set(unsaid)
+        or max((r.score for r in rank_tools(request, [tool])), default=0.0) >= min_relevance
+    )
+    if not fits:
         return None
     required = set(tool.parameters.get("required") or ())
     narrowed = {
-        k: ({"type": "string", "enum": choices[k]} if k in unsaid else {"const": v})
+        k: ({"type": kinds[k], "enum": choices[k]} if k in unsaid else {"const": v})
         for k, v in call.arguments.items()
         if k in unsaid or k in required or said(v, spoken) or extractive_kind(props.get(k), k) is None
     }
@@ -87,14 +111,52 @@ def regrounded_tool(
     errors = tuple(
         FieldError(
             k,
-            f"the conversation does not say {call.arguments[k]!r}; copy the words of the request that give"
-            f" the {k}{_described(props.get(k))}",
-            "words of the request",
-            {"type": "string"},
+            f"the conversation does not say {call.arguments[k]!r}; copy the {_WHAT[kinds[k]]} of the"
+            f" request that give the {k}{_described(props.get(k))}",
+            _WHAT[kinds[k]] + " of the request",
+            {"type": kinds[k]},
         )
         for k in unsaid
     )
     return ToolSpec(tool.name, tool.description, parameters), errors
+
+
+_WHAT = {"string": "words", "number": "numbers"}
+
+
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:([T ])\d{2}:\d{2}(:\d{2})?(\.\d+)?(Z|[+-]\d{2}:?\d{2})?)?$")
+
+
+def _said_dates(value: object, spoken: Grounding) -> list[str] | None:
+    """When ``value`` is an ISO date or date-time: the conversation's dates (with its times of day)
+    written the same way; None for any other value."""
+    m = _ISO.match(value) if isinstance(value, str) else None
+    if m is None:
+        return None
+    sep, seconds, _, zone = m.groups()
+    times = sorted(spoken.times) or [(0, 0)]
+    out = []
+    for y, mo, d in sorted(spoken.dates):
+        day = f"{y:04d}-{mo:02d}-{d:02d}"
+        if sep is None:
+            out.append(day)
+            continue
+        out += [f"{day}{sep}{h:02d}:{mi:02d}{':00' if seconds else ''}{zone or ''}" for h, mi in times]
+    return out
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _plain_kind(value: object, schema: object, name: str) -> str | None:
+    """``"string"`` or ``"number"`` when ``value`` is one plain extractive value, else None."""
+    kind = extractive_kind(schema, name)
+    if kind == "string" and isinstance(value, str):
+        return kind
+    if kind == "number" and _is_number(value):
+        return kind
+    return None
 
 
 def _described(schema: object) -> str:

@@ -14,7 +14,13 @@ call's *extractive* values (strings and numbers without ``enum``, ``const`` or `
   model's own writing and says nothing either way;
 * a number counts when the conversation states it, however written
   (:func:`tether.grammar.spans.number_spans`: ``1,000``, ``2 million``, ``5%`` for 0.05, "two",
-  "a dozen").
+  "a dozen");
+* an identifier or an address written as one token (``his_id``, ``ann@ann.com``) counts only when
+  every part of it is said, and a value made only of the tool's or the parameter's own name words
+  (``"name"`` for ``name``, ``["concat", "strings"]`` for ``concat_strings``) is the schema echoed,
+  never counted as said; a date-time counts when its date is said and so is its time of day
+  (``"1:45 pm"`` for ``T13:45``);
+* the values inside objects (and arrays of them) count like top-level ones.
 
 Booleans, enums, defaults and values without a schema say nothing either way. The guard
 pipeline abstains from a call whose share is below its threshold, or (``strict``) one with a
@@ -35,17 +41,21 @@ from typing import Any
 from tether.chat import Message
 from tether.grammar.spans import number_spans
 from tether.schema_kinds import extractive_kind
-from tether.selection.relevance import stem, weight
+from tether.selection.relevance import listed_choices, stem, weight
 
 __all__ = [
     "CallGrounding",
     "Grounding",
     "check_call",
     "conversation_text",
+    "echoes",
     "grounded_share",
     "request_spans",
     "said",
+    "unsaid_optional",
     "variant_keys",
+    "written_dates",
+    "written_times",
 ]
 
 _WORD = re.compile(r"[^\W_]+")
@@ -60,7 +70,7 @@ _MONTHS = {
 _MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DATE_FORMS = (
-    (re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b"), "ymd"),
+    (re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)"), "ymd"),  # also 2021-04-15T13:45
     (re.compile(r"\b(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})\b"), "mdy"),
     (re.compile(rf"\b{_MONTH}\s*{_DAY},?\s*(\d{{4}})\b"), "Mdy"),
     (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s*(\d{{4}})\b"), "dMy"),
@@ -68,7 +78,7 @@ _DATE_FORMS = (
 )
 
 
-def _dates(text: str) -> set[tuple[int, int, int]]:
+def written_dates(text: str) -> set[tuple[int, int, int]]:
     """Every (year, month, day) ``text`` writes, in the usual forms (month/day read both ways where
     digits alone cannot tell them apart)."""
     out: set[tuple[int, int, int]] = set()
@@ -80,6 +90,25 @@ def _dates(text: str) -> set[tuple[int, int, int]]:
             out.add((year, month, day))
             if form == "mdy":
                 out.add((year, day, month))
+    return out
+
+
+# A time of day: "1:45 pm", "10 AM", "13:45" (not "1.5" or a bare number); ISO's "T13:45" too.
+_TIME = re.compile(
+    r"(?<![\d:])(\d{1,2})(?::(\d{2}))?(?::\d{2})?\s*([ap])\.?m\b|(?<![\d:])(\d{1,2}):(\d{2})(?!\d)"
+)
+
+
+def written_times(text: str) -> set[tuple[int, int]]:
+    """Every (hour, minute) ``text`` writes as a time of day, 12-hour times read as 24-hour ones."""
+    out: set[tuple[int, int]] = set()
+    for m in _TIME.finditer(text):
+        if m.group(3):
+            hour, minute = int(m.group(1)) % 12 + (12 if m.group(3) == "p" else 0), int(m.group(2) or 0)
+        else:
+            hour, minute = int(m.group(4)), int(m.group(5))
+        if hour < 24 and minute < 60:
+            out.add((hour, minute))
     return out
 
 
@@ -96,13 +125,16 @@ class Grounding:
     stems: frozenset[str]
     numbers: frozenset[float]
     dates: frozenset[tuple[int, int, int]]
+    times: frozenset[tuple[int, int]] = frozenset()
 
     @classmethod
     def of(cls, text: str) -> Grounding:
         flat = " ".join(text.lower().split())
         stems = frozenset(stem(w) for w in _WORD.findall(flat))
         numbers = {float(n) for _, _, n in number_spans(flat.encode())}
-        return cls(flat, stems, frozenset(numbers), frozenset(_dates(flat)))
+        return cls(
+            flat, stems, frozenset(numbers), frozenset(written_dates(flat)), frozenset(written_times(flat))
+        )
 
     def has_string(self, value: str) -> bool:
         flat = " ".join(value.lower().split())
@@ -111,9 +143,12 @@ class Grounding:
         end = r"(?![^\W_])" if len(flat) <= 3 else ""
         if re.search(r"(?<![^\W_])" + re.escape(flat) + end, self.text):
             return True
-        if self.dates and _dates(flat) & self.dates:
-            return True
+        if self.dates and written_dates(flat) & self.dates:
+            # A date-time is said with its time of day; midnight is what a bare date means.
+            return not (written_times(flat) - {(0, 0)} - self.times)
         words = _WORD.findall(flat)
+        if " " not in flat and re.search(r"[_@]", flat):  # an identifier, an address: all of it
+            return bool(words) and all(stem(w) in self.stems for w in words)
         return bool(words) and 2 * sum(stem(w) in self.stems for w in words) >= len(words)
 
     def has_value(self, value: float) -> bool:
@@ -134,6 +169,16 @@ def _is_number(value: Any) -> bool:
 
 
 def _values(value: Any, schema: Any, name: str = "") -> Iterator[tuple[str, Any]]:
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if isinstance(value, Mapping) and isinstance(props, Mapping):  # an object: its values, by their names
+        for key, v in value.items():
+            yield from _values(v, props.get(key), key)
+        return
+    items = schema.get("items") if isinstance(schema, Mapping) else None
+    if isinstance(value, list) and isinstance(items, Mapping) and "properties" in items:
+        for v in value:
+            yield from _values(v, items, name)
+        return
     kind = extractive_kind(schema, name)
     if kind is None:
         return
@@ -163,10 +208,29 @@ class CallGrounding:
         return self.found / self.total if self.total else None
 
 
+def _name_words(name: str) -> set[str]:
+    """The stems of a schema name's words (``get_adriel_profile``, ``userId``)."""
+    return {stem(w.lower()) for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
+
+
+def echoes(value: str, *names: str) -> bool:
+    """Is ``value`` made only of the words of ``names`` (the tool's, the parameter's)? Then the model
+    copied the schema, whatever the conversation says: ``"name"`` for ``name``."""
+    words = {stem(w) for w in _WORD.findall(value.lower())}
+    return bool(words) and words <= set().union(*(_name_words(n) for n in names))
+
+
+def _found(kind: str, value: Any, source: Grounding, tool: str, key: str) -> bool:
+    if kind == "string":
+        return source.has_string(value) and not echoes(value, tool, key)
+    return source.has_value(value)
+
+
 def check_call(
-    arguments: Mapping[str, Any], parameters: Mapping[str, Any], source: Grounding
+    arguments: Mapping[str, Any], parameters: Mapping[str, Any], source: Grounding, tool: str = ""
 ) -> CallGrounding:
-    """Which of the call's extractive values ``source`` contains."""
+    """Which of the call's extractive values ``source`` contains (``tool``: the called tool's name,
+    whose words, like the parameter's, a value may not merely echo)."""
     props = parameters.get("properties") if isinstance(parameters, Mapping) else None
     if not isinstance(props, Mapping):
         return CallGrounding()
@@ -174,13 +238,53 @@ def check_call(
     found = total = 0
     unsaid: list[str] = []
     for key, value in arguments.items():
+        # A value nested in an object counts toward the share; only a top-level one is "unsaid".
+        top = not isinstance(value, Mapping) and not (
+            value and isinstance(value, list) and isinstance(value[0], Mapping)
+        )
         for kind, v in _values(value, props.get(key), key):
-            ok = source.has_string(v) if kind == "string" else source.has_value(v)
+            ok = _found(kind, v, source, tool, key)
             total += 1
             found += ok
-            if not ok and key in required and key not in unsaid:
+            if not ok and top and key in required and key not in unsaid:
                 unsaid.append(key)
     return CallGrounding(found, total, tuple(unsaid))
+
+
+def unsaid_optional(
+    arguments: Mapping[str, Any],
+    parameters: Mapping[str, Any],
+    source: Grounding,
+    tool: str = "",
+    flags: frozenset[str] = frozenset(),
+) -> tuple[str, ...]:
+    """The optional parameters whose values nobody said and that differ from the tool's own default:
+    a guess that would override what the tool does by itself. A string or number counts when it is
+    not said; a choice (an ``enum`` string, one whose description quotes its choices, a boolean) only
+    when the schema has a default to fall back on and the request names neither the value nor, for a
+    boolean, the flag's words (``flags``)."""
+    props = parameters.get("properties") if isinstance(parameters, Mapping) else None
+    if not isinstance(props, Mapping):
+        return ()
+    required = set(parameters.get("required") or ())
+    out: list[str] = []
+    for key, value in arguments.items():
+        schema = props.get(key)
+        if key in required or not isinstance(schema, Mapping) or value == schema.get("default"):
+            continue
+        choice = isinstance(value, bool) or (
+            isinstance(value, str) and ("enum" in schema or listed_choices(schema))
+        )
+        if choice:  # only with a default to fall back on
+            guessed = key not in flags if isinstance(value, bool) else not source.has_string(value)
+            if guessed and "default" in schema:
+                out.append(key)
+            continue
+        unset = {k: v for k, v in schema.items() if k != "default"}  # a default is no reason to keep it
+        found = [_found(kind, v, source, tool, key) for kind, v in _values(value, unset, key)]
+        if extractive_kind(unset, key) is not None and found and not all(found):
+            out.append(key)
+    return tuple(out)
 
 
 def grounded_share(

@@ -27,8 +27,10 @@ from tether.grammar.formats.base import ToolSpec
 __all__ = [
     "ToolRelevance",
     "content_words",
+    "listed_choices",
     "mentioned_choices",
     "mentioned_flags",
+    "mentioned_switches",
     "rank_tools",
     "stem",
     "weight",
@@ -178,6 +180,41 @@ def mentioned_flags(text: str, tools: Sequence[ToolSpec]) -> dict[str, frozenset
     return out
 
 
+_NEGATION = frozenset({"no", "not", "without", "never", "dont", "don't", "doesnt", "doesn't", "nor"})
+_TRUTH = {"true": True, "false": False, "yes": True, "no": False}
+
+
+def _switch_values(spec: Mapping[str, Any]) -> dict[bool, Any] | None:
+    """How a parameter writes on and off: ``True``/``False`` for a boolean, the strings of an enum
+    that says ``"True"``/``"False"`` (or yes/no); None for any other parameter."""
+    if spec.get("type") == "boolean":
+        return {True: True, False: False}
+    enum = spec.get("enum")
+    if not isinstance(enum, list):
+        return None
+    out = {_TRUTH[v.lower()]: v for v in enum if isinstance(v, str) and v.lower() in _TRUTH}
+    return out if len(out) == 2 else None
+
+
+def mentioned_switches(text: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The on/off parameters whose every telling name word ``text`` uses, with the value it says:
+    on, or off when a negation ("no", "not", "without") comes within four words before ("it should
+    have laundry service" → ``has_laundry_service: True``; "no need for a garage" → ``has_garage:
+    False``)."""
+    tokens = [w.replace("’", "'") for w in re.findall(r"[a-z][a-z'’]*", text.lower())]
+    stems = [stem(w) for w in tokens]
+    props: Mapping[str, Any] = parameters.get("properties") or {}
+    out: dict[str, Any] = {}
+    for key, spec in props.items():
+        values = _switch_values(spec) if isinstance(spec, Mapping) else None
+        words = [stem(w) for w in content_words(key) if w not in _SWITCH and weight(w) >= _MIN_WEIGHT]
+        if values is None or not words or not all(w in stems for w in words):
+            continue
+        at = min(stems.index(w) for w in words)
+        out[key] = values[not _NEGATION & set(tokens[max(0, at - 4) : at])]
+    return out
+
+
 def _said_at(words: Sequence[str], value: str) -> int | None:
     """Where the stemmed ``words`` of a text say ``value`` word for word (None: nowhere, or a value
     as common as "all" that says nothing)."""
@@ -194,7 +231,7 @@ def _said_at(words: Sequence[str], value: str) -> int | None:
 _QUOTED = re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"")
 
 
-def _listed_choices(spec: Mapping[str, Any]) -> list[str] | None:
+def listed_choices(spec: Mapping[str, Any]) -> list[str] | None:
     """The choices a string parameter without ``enum`` lists in its description, quoted ("Mode of
     analysis, e.g. 'static' or 'dynamic'"); None when it quotes fewer than two."""
     if spec.get("type") != "string" or not isinstance(spec.get("description"), str):
@@ -218,7 +255,7 @@ def mentioned_choices(text: str, parameters: Mapping[str, Any], *, required: boo
             continue
         items = spec.get("items")
         many = spec.get("type") == "array" and isinstance(items, Mapping)
-        enum = (items or {}).get("enum") if many else spec.get("enum", _listed_choices(spec))
+        enum = (items or {}).get("enum") if many else spec.get("enum", listed_choices(spec))
         if not isinstance(enum, list):
             continue
         hits = sorted((at, v) for v in enum if isinstance(v, str) and (at := _said_at(words, v)) is not None)

@@ -6,13 +6,17 @@ ask under ``tool_choice: auto`` with ``recheck_answers`` set, this stage holds a
 until it ends; when both the request and the answer are about one offered tool (their embedding
 similarity to the tool's sentence, :mod:`tether.selection.semantic`, at least ``recheck_answers``
 each), the turn is run again with the decision made for a call (``ChatJob.call_decided``) and an
-``answer_recalled`` intervention. The call still passes the guard: one whose values nobody said is
-abstained from, and then the model answers in text again. A reply that calls, or that answers
-about something no tool supplies, streams as it is (text held back only until the reply ends).
+``answer_recalled`` intervention. So is an answer that opens by saying it cannot help ("I don't
+have the ability to…") to a request about one offered tool (the request's similarity alone at least
+``recheck_answers``): the model disowns what the tool does. The call still passes the guard: one
+whose values nobody said is abstained from, and then the first answer stands (no third
+generation). A reply that calls, that answers about something no tool supplies, or that follows a
+call the guard abstained from, streams as it is (text held back only until the reply ends).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
@@ -25,7 +29,7 @@ from tether.selection.semantic import SemanticRelevance, readable
 from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent, offered_tools
 from tether.turns.stages import Next, Turn
 
-__all__ = ["AnswerCheckStage", "invented_tool"]
+__all__ = ["AnswerCheckStage", "invented_tool", "refused_tool"]
 
 
 def invented_tool(
@@ -40,6 +44,31 @@ def invented_tool(
     best = max(range(len(tools)), key=lambda i: min(asked[i], said[i]))
     score = min(asked[best], said[best])
     return (tools[best].name, score) if score >= threshold else None
+
+
+# "I don't have the ability to…", "I'm unable to…", "as a chatbot…": the model says it cannot do
+# what was asked. Read in the answer's opening only: a refusal leads.
+_REFUSAL = re.compile(
+    r"\bi\s+(?:do\s+not|don'?t)\s+have\s+(?:the\s+)?(?:ability|capabilit(?:y|ies)|access)"
+    r"|\bi\s*(?:am|'m)\s+(?:not\s+able|unable)\b|\bi\s+(?:cannot|can'?t)\b"
+    r"|\bas\s+an?\s+(?:ai|chatbot|language\s+model)\b",
+    re.I,
+)
+_OPENING = 300
+
+
+def refused_tool(
+    semantic: SemanticRelevance, request: str, answer: str, tools: Sequence[ToolSpec], threshold: float
+) -> tuple[str, float] | None:
+    """The offered tool the ``request`` is about (its similarity at least ``threshold``) when the
+    ``answer`` opens by saying it cannot help: a small model's "I don't have the ability to…" while
+    a tool that can is offered. None otherwise."""
+    opening = answer[:_OPENING].replace("\u2019", "'")
+    if not _REFUSAL.search(opening) or not readable(request):
+        return None
+    asked = semantic.scores(request, tools)
+    best = max(range(len(tools)), key=lambda i: asked[i])
+    return (tools[best].name, asked[best]) if asked[best] >= threshold else None
 
 
 def _applies(job: ChatJob) -> bool:
@@ -80,18 +109,25 @@ class AnswerCheckStage:
                 else:
                     held.append(ev)
         assert finish is not None
+        # A text that follows a call the guard abstained from is the answer it chose: asking for the
+        # call again would bring the same call back (greedy, same prompt) and abstain again.
         if held:
             job = turn.job
             answer = "".join(t.text for t in held)
-            found = invented_tool(
-                self.semantic,
-                request_text(job.messages),
-                answer,
-                offered_tools(job),
-                job.guard.recheck_answers,
-            )
+            abstained = any(n.kind == "call_abstained" for n in finish.interventions)
+            found: tuple[str, float, str] | None = None
+            if not abstained:
+                request, tools, bar = (
+                    request_text(job.messages),
+                    offered_tools(job),
+                    job.guard.recheck_answers,
+                )
+                if stated := invented_tool(self.semantic, request, answer, tools, bar):
+                    found = (*stated, "stated what {} supplies")
+                elif refused := refused_tool(self.semantic, request, answer, tools, bar):
+                    found = (*refused, "refused what {} does")
             if found is not None:
-                async for ev in self._recalled(turn, rest, finish, found):
+                async for ev in self._recalled(turn, rest, finish, found, held):
                     yield ev
                 return
             for text in held:
@@ -99,21 +135,33 @@ class AnswerCheckStage:
         yield finish
 
     async def _recalled(
-        self, turn: Turn, rest: Next, first: FinishOut, found: tuple[str, float]
+        self,
+        turn: Turn,
+        rest: Next,
+        first: FinishOut,
+        found: tuple[str, float, str],
+        answer: list[TextOut],
     ) -> AsyncIterator[TurnEvent]:
-        tool, score = found
+        tool, score, how = found
         note = Intervention(
-            "answer_recalled", f"the answer stated what {tool} supplies (similarity {score:.2f})", tool
+            "answer_recalled", f"the answer {how.format(tool)} (similarity {score:.2f})", tool
         )
         if self.stats is not None:
             self.stats.record(note)
         again = replace(turn, job=replace(turn.job, call_decided=True))
+        replied = False
         async with closing_stream(rest(again)) as events:
             async for ev in events:
                 if isinstance(ev, FinishOut):
+                    if not replied:  # the call was abstained from: the first answer stands
+                        for text in answer:
+                            yield text
+                        ev = replace(ev, finish_reason=first.finish_reason, matched_stop=first.matched_stop)
                     ev = replace(
                         ev,
                         usage=first.usage + ev.usage,
                         interventions=(*first.interventions, note, *ev.interventions),
                     )
+                else:
+                    replied = True
                 yield ev

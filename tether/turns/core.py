@@ -315,6 +315,7 @@ class ChatCore:
             and job.tool_choice == "auto"
             and job.guard.redecide
             and not prepared.answer_only
+            and not job.call_decided  # the answer it was decided again from stands (AnswerCheckStage)
         )
 
     @staticmethod

@@ -7,24 +7,16 @@ from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.values import merge_variant, regrounded_tool
 from tether.selection.grounded import Grounding
 
-CAPITAL = ToolSpec(
-    "country_capital",
-    "The capital city of a country",
-    {
-        "type": "object",
-        "properties": {"country": {"type": "string"}, "year": {"type": "integer"}},
-        "required": ["country"],
-    },
-)
-SCULPTURE = ToolSpec(
-    "sculpture_details",
-    "Details of a sculpture",
-    {
-        "type": "object",
-        "properties": {"artist": {"type": "string"}, "title": {"type": "string"}},
-        "required": ["artist", "title"],
-    },
-)
+
+def tool(name: str, description: str, optional: tuple[str, ...] = (), **props: dict[str, object]) -> ToolSpec:
+    """A tool whose parameters are ``props``, all required but the ``optional`` ones."""
+    required = [k for k in props if k not in optional]
+    return ToolSpec(name, description, {"type": "object", "properties": props, "required": required})
+
+
+STRING, INTEGER = {"type": "string"}, {"type": "integer"}
+CAPITAL = tool("country_capital", "The capital city of a country", ("year",), country=STRING, year=INTEGER)
+SCULPTURE = tool("sculpture_details", "Details of a sculpture", artist=STRING, title=STRING)
 
 
 def test_the_re_ask_limits_the_unsaid_strings_to_the_request_and_fixes_the_rest() -> None:
@@ -68,6 +60,52 @@ def test_no_re_ask_for_a_tool_that_does_not_fit_or_a_value_that_is_not_a_name() 
     said = "What was the capital of Brazil in 1990?"
     narrowed = regrounded_tool(dated, CAPITAL, ("country",), said, Grounding.of(said), 0.3)
     assert narrowed is not None and narrowed[0].parameters["properties"]["year"] == {"const": 1990}
+
+
+BEATS = tool(
+    "detect_beats_and_filter",
+    "Detect the beats of an audio file and filter them by confidence",
+    capture_percentage={"type": "integer", "description": "The least confidence, in percent"},
+    confidence_window_size={"type": "number"},
+)
+
+
+def test_an_unsaid_number_is_asked_again_among_the_request_numbers_no_other_value_uses() -> None:
+    ask = "Detect the beats and filter out beats with a confidence below 50%, using a 0.5-second window."
+    call = ToolCall("detect_beats_and_filter", {"capture_percentage": 0, "confidence_window_size": 0.5})
+    narrowed = regrounded_tool(call, BEATS, ("capture_percentage",), ask, Grounding.of(ask), 0.3)
+    assert narrowed is not None
+    tool, errors = narrowed
+    props = tool.parameters["properties"]
+    # 0.5 is the window's (and 50% read as a fraction): an integer parameter gets 50 alone.
+    assert props["capture_percentage"] == {"type": "number", "enum": [50]}
+    assert props["confidence_window_size"] == {"const": 0.5}
+    assert errors[0].expected == "numbers of the request" and "'capture_percentage'" not in errors[0].message
+    bare = "Detect the beats of my audio file."
+    assert regrounded_tool(call, BEATS, ("capture_percentage",), bare, Grounding.of(bare), 0.3) is None
+
+
+def test_a_garbled_date_time_is_asked_again_among_the_said_ones_written_alike() -> None:
+    event = tool(
+        "reschedule_event",
+        "Move an event to a new date and time",
+        event_identifier=STRING,
+        new_datetime=STRING,
+    )
+    ask = "Reschedule the event 'med123' to the 15th of April 2021 at 1:45 pm, UTC."
+    call = ToolCall(
+        "reschedule_event", {"event_identifier": "med123", "new_datetime": "2021-04-15T15:45:00Z"}
+    )
+    narrowed = regrounded_tool(call, event, ("new_datetime",), ask, Grounding.of(ask), 0.3)
+    assert narrowed is not None
+    assert narrowed[0].parameters["properties"]["new_datetime"]["enum"] == ["2021-04-15T13:45:00Z"]
+    dated = ToolCall("reschedule_event", {"event_identifier": "med123", "new_datetime": "2021-04-16"})
+    narrowed = regrounded_tool(dated, event, ("new_datetime",), ask, Grounding.of(ask), 0.3)
+    assert narrowed is not None and narrowed[0].parameters["properties"]["new_datetime"]["enum"] == [
+        "2021-04-15"
+    ]
+    undated = "Reschedule the event 'med123' to later."
+    assert regrounded_tool(call, event, ("new_datetime",), undated, Grounding.of(undated), 0.3) is None
 
 
 def test_a_variant_merges_into_the_earlier_call_without_the_disputed_values() -> None:

@@ -23,7 +23,7 @@ STATE = {"type": "string", "description": "The two-letter state abbreviation, e.
         ({"type": "string", "format": "date"}, "date"),
         (US, "us-date"),
         (STATE, "state-code"),
-        ({"type": "string", "description": "Timestamp YYYY-MM-DDTHH:MM:SS"}, None),
+        ({"type": "string", "description": "Timestamp YYYY-MM-DDTHH:MM:SS"}, "date-time"),
         ({"type": "string", "description": "The state of the order"}, None),
         ({"type": "string", "description": "The city"}, None),
     ],
@@ -84,6 +84,21 @@ def test_the_guard_reshapes_and_notes_it_under_strict_only() -> None:
         ("The city to search", "Pittsburgh", None),  # no shape asked
     ],
 )
-def test_a_place_gets_the_qualifier_its_parameter_asks_for(description: str, value: str, out: str | None) -> None:
+def test_a_place_gets_the_qualifier_its_parameter_asks_for(
+    description: str, value: str, out: str | None
+) -> None:
     shape = wanted_shape({"type": "string", "description": description})
     assert (reshape(value, shape) if shape else None) == out
+
+
+def test_a_date_time_parameter_gets_one_iso_date_and_time_of_day() -> None:
+    iso_z = {"type": "string", "description": "The new date and time, ISO-8601 (YYYY-MM-DDTHH:MM:SSZ)."}
+    assert wanted_shape(iso_z) == "date-time-z"
+    assert wanted_shape({"type": "string", "format": "date-time"}) == "date-time"
+    assert wanted_shape({"type": "string", "description": "Start, as YYYY-MM-DD HH:MM"}) == "date-time"
+    assert reshape("15th of April 2021 at 1:45 pm, UTC", "date-time-z") == "2021-04-15T13:45:00Z"
+    assert reshape("April 25, 2023 at 10 am UTC", "date-time") == "2023-04-25T10:00:00Z"  # said in UTC
+    assert reshape("2023-04-25", "date-time") == "2023-04-25T00:00:00"
+    assert reshape("2023-04-25T10:00:00", "date-time") is None  # in shape already
+    assert reshape("05/04/2023 at 1 pm", "date-time") is None  # May 4th or 5 April
+    assert reshape("April 25, 2023 from 1 pm to 3 pm", "date-time") is None  # two times: which?

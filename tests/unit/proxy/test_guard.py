@@ -180,6 +180,23 @@ async def test_a_call_whose_values_nobody_said_is_abstained_and_answered_in_text
     assert len(r["choices"][0]["message"]["tool_calls"]) == 1
 
 
+async def test_an_optional_value_nobody_said_is_left_to_the_tools_default(scripted) -> None:
+    guessed = call("read_file", {"path": "a.txt", "limit": 7})
+    client, engines = scripted([guessed])
+    r = (await client.post("/v1/chat/completions", json=body(preset="strict"))).json()
+    tc = r["choices"][0]["message"]["tool_calls"]
+    assert [json.loads(t["function"]["arguments"]) for t in tc] == [{"path": "a.txt"}]
+    assert kinds(r) == ["args_dropped"] and "limit" in r["tether"]["interventions"][0]["detail"]
+    assert len(engines[0].prompts) == 1  # no model run: the value is left out, not asked for
+    said = {**body(preset="strict"), "messages": [{"role": "user", "content": "show 7 lines of a.txt"}]}
+    client, _ = scripted([guessed])
+    r = (await client.post("/v1/chat/completions", json=said)).json()
+    assert json.loads(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])["limit"] == 7
+    client, _ = scripted([guessed])  # below strict the value passes as written
+    r = (await client.post("/v1/chat/completions", json=body(preset="full"))).json()
+    assert kinds(r) == [] and len(r["choices"][0]["message"]["tool_calls"]) == 1
+
+
 async def test_a_call_missing_a_required_value_nobody_said_is_abstained(scripted) -> None:
     """Half the values said passes the share rule, but a required value the user never gave is a
     guess: under ``strict`` the model answers (or asks) instead."""

@@ -19,7 +19,7 @@ from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.presets import PRESETS
 from tether.selection.semantic import SemanticRelevance
-from tether.turns.answer_check import AnswerCheckStage, invented_tool
+from tether.turns.answer_check import AnswerCheckStage, invented_tool, refused_tool
 from tether.turns.events import ChatJob, FinishOut, TextOut, TurnEvent
 from tether.turns.stages import Turn
 
@@ -91,6 +91,31 @@ async def test_an_invented_reading_is_decided_again_as_a_call() -> None:
     assert stats.interventions == {"answer_recalled": 1}
 
 
+async def test_a_recalled_call_the_guard_abstains_from_leaves_the_first_answer() -> None:
+    check, _ = stage()
+    answer = "In Riga the weather is sunny, temperature 22 degrees."
+    abstained = Intervention("call_abstained", "the conversation does not say its city", "get_weather")
+    nothing = [FinishOut("stop", Usage(50, 8, 50, generations=1), (abstained,))]  # the guard dropped it
+    inner = Inner(text_reply(answer), nothing)
+    events = await run(check, ASK, inner)
+    assert "".join(e.text for e in events if isinstance(e, TextOut)) == answer  # no third generation
+    assert len(inner.jobs) == 2
+    finish = events[-1]
+    assert isinstance(finish, FinishOut) and finish.finish_reason == "stop"
+    assert [n.kind for n in finish.interventions] == ["answer_recalled", "call_abstained"]
+    assert finish.usage.generations == 2
+
+
+async def test_an_answer_given_after_an_abstained_call_is_not_recalled() -> None:
+    check, stats = stage()
+    answer = "In Riga the weather is sunny, temperature 22 degrees."
+    abstained = Intervention("call_abstained", "the conversation does not say its city", "get_weather")
+    inner = Inner([TextOut(answer), FinishOut("stop", Usage(50, 8, 50, generations=2), (abstained,))])
+    events = await run(check, ASK, inner)
+    assert "".join(e.text for e in events if isinstance(e, TextOut)) == answer
+    assert len(inner.jobs) == 1 and not stats.interventions
+
+
 async def test_an_answer_about_something_no_tool_supplies_streams_as_it_is() -> None:
     check, stats = stage()
     joke = ChatJob((Message("user", "Tell me a joke"),), (WEATHER, CURRENCY), guard=GUARD)
@@ -128,3 +153,25 @@ def test_invented_tool_needs_both_the_request_and_the_answer_on_one_tool() -> No
     assert invented_tool(semantic, "weather in Riga?", "Here is a joke about a joke.", tools, 0.6) is None
     assert invented_tool(semantic, "Tell me a joke", "The weather is fine.", tools, 0.6) is None
     assert invented_tool(semantic, "weather in Riga?", "", tools, 0.6) is None
+
+
+def test_a_refusal_to_a_request_about_a_tool_names_that_tool() -> None:
+    semantic = SemanticRelevance(KeywordEmbedder())
+    tools = (WEATHER, CURRENCY)
+    refusal = "I'm sorry, but as a chatbot I don't have the ability to check the sky."
+    found = refused_tool(semantic, "weather in Riga?", refusal, tools, 0.6)
+    assert found is not None and found[0] == "get_weather" and found[1] >= 0.6
+    assert refused_tool(semantic, "weather in Riga?", "I don’t have access to that.", tools, 0.6) is not None
+    assert refused_tool(semantic, "Tell me a joke", refusal, tools, 0.6) is None  # no tool fits the ask
+    assert refused_tool(semantic, "weather in Riga?", "Sunny, I think.", tools, 0.6) is None  # no refusal
+    late = "Sure! " + "x" * 400 + " I cannot say more."
+    assert refused_tool(semantic, "weather in Riga?", late, tools, 0.6) is None  # a refusal leads
+
+
+async def test_a_refusal_is_decided_again_as_a_call() -> None:
+    check, _ = stage()
+    inner = Inner(text_reply("I'm sorry, I don't have the ability to do that."), call_reply())
+    events = await run(check, ASK, inner)
+    assert [type(e) for e in events] == [ToolCall, FinishOut]
+    finish = events[-1]
+    assert isinstance(finish, FinishOut) and "refused what get_weather does" in finish.interventions[0].detail

@@ -4,8 +4,10 @@ With ``tool_choice: auto`` on a fresh user ask (``may_answer``), a call whose ex
 conversation does not contain (less than ``abstain_below`` of them, or with ``abstain_unsaid`` any
 required one; :mod:`tether.selection.grounded`) is abstained from: a wrong guess is worse than no
 guess, and the reply becomes a text answer. A fitting tool's call whose unsaid values are strings
-is first asked again with them limited to the request's words (``reground_min``,
-:func:`tether.guardrails.values.regrounded_tool`); the answer is used when it says them all.
+or numbers is first asked again with them limited to the request's words and numbers
+(``reground_min``, :func:`tether.guardrails.values.regrounded_tool`); the answer is used when it
+says them all. With ``drop_unsaid``, the optional values nobody said that would override the
+tool's default are left out first (``args_dropped``), so the share counts what the call keeps.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import FixArguments, GuardContext, StepRun
 from tether.guardrails.values import regrounded_tool
 from tether.selection.decision import request_text
-from tether.selection.grounded import check_call
+from tether.selection.grounded import check_call, unsaid_optional
+from tether.selection.relevance import mentioned_flags
 
 __all__ = ["grounding"]
 
@@ -23,30 +26,41 @@ __all__ = ["grounding"]
 def grounding(call: ToolCall, ctx: GuardContext) -> StepRun:
     """Drop ``call`` when the conversation does not say its values (after one narrowed re-ask)."""
     config = ctx.config
-    if not ((config.abstain_below > 0 or config.abstain_unsaid) and ctx.may_answer):
+    if not ctx.may_answer:
         return call
-    name = call.name
-    spoken = ctx.spoken
+    name, spoken = call.name, ctx.spoken
     tool = ctx.by_name[name]
-    found = check_call(call.arguments, tool.parameters, spoken)
-    if found.unsaid and config.reground_min > 0 and config.repair and ctx.can_regenerate:
-        request = request_text(ctx.history)
-        narrowed = regrounded_tool(call, tool, found.unsaid, request, spoken, config.reground_min)
-        if narrowed is not None:
-            answer = yield from ctx.ask(FixArguments(ctx.history, narrowed[0], call, narrowed[1]))
-            fixed = answer.value if answer is not None else None
-            again = check_call(fixed, tool.parameters, spoken) if isinstance(fixed, dict) else None
-            if isinstance(fixed, dict) and again is not None and not again.unsaid:
-                detail = "asked again within the request's words for " + ", ".join(found.unsaid)
-                ctx.notes.append(Intervention("args_grounded", detail, name, dict(call.arguments), fixed))
-                call = call.with_repairs("args_grounded", arguments=fixed)
-                found = again
-    detail = ""
-    if found.share is not None and found.share < config.abstain_below:
-        detail = f"{found.share:.0%} of its values occur in the conversation"
-    elif config.abstain_unsaid and found.unsaid:
-        detail = f"the conversation does not say its {', '.join(found.unsaid)}"
-    if detail:
-        ctx.notes.append(Intervention("call_abstained", detail, name, dict(call.arguments), None))
-        return None
+    found = check_call(call.arguments, tool.parameters, spoken, name)
+    dropped: tuple[str, ...] = ()
+    if config.drop_unsaid:
+        flags = mentioned_flags(request_text(ctx.history), [tool]).get(name, frozenset())
+        dropped = unsaid_optional(call.arguments, tool.parameters, spoken, name, flags)
+    kept = {k: v for k, v in call.arguments.items() if k not in dropped}
+    if dropped and (rest := check_call(kept, tool.parameters, spoken, name)).total:
+        found = rest  # judged by what it keeps; a call that was all guesses, by its guesses
+    if config.abstain_below > 0 or config.abstain_unsaid:
+        if found.unsaid and config.reground_min > 0 and config.repair and ctx.can_regenerate:
+            request = request_text(ctx.history)
+            narrowed = regrounded_tool(call, tool, found.unsaid, request, spoken, config.reground_min)
+            if narrowed is not None:
+                answer = yield from ctx.ask(FixArguments(ctx.history, narrowed[0], call, narrowed[1]))
+                fixed = answer.value if answer is not None else None
+                again = check_call(fixed, tool.parameters, spoken, name) if isinstance(fixed, dict) else None
+                if isinstance(fixed, dict) and again is not None and not again.unsaid:
+                    detail = "asked again within the request's words for " + ", ".join(found.unsaid)
+                    ctx.notes.append(Intervention("args_grounded", detail, name, dict(call.arguments), fixed))
+                    call = call.with_repairs("args_grounded", arguments=fixed)
+                    found, dropped = again, ()  # the re-ask kept no optional value nobody said
+        detail = ""
+        if found.share is not None and found.share < config.abstain_below:
+            detail = f"{found.share:.0%} of its values occur in the conversation"
+        elif config.abstain_unsaid and found.unsaid:
+            detail = f"the conversation does not say its {', '.join(found.unsaid)}"
+        if detail:
+            ctx.notes.append(Intervention("call_abstained", detail, name, dict(call.arguments), None))
+            return None
+    if dropped:
+        detail = f"nobody said its {', '.join(dropped)}: the tool's default decides"
+        ctx.notes.append(Intervention("args_dropped", detail, name, dict(call.arguments), kept))
+        call = call.with_repairs("args_dropped", arguments=kept)
     return call

@@ -3,7 +3,9 @@
 The ``enum`` arguments the user's last message names word for word and the model left out are
 filled ("with pediatrics department" → ``department: "Pediatrics"``;
 :func:`tether.selection.relevance.mentioned_choices`), and a single choice nobody named gives way
-to the one the request names. Only for a reply of one call (however often the model repeated it).
+to the one the request names. An on/off parameter whose words the request uses gets the value it
+says ("should have laundry service" → ``has_laundry_service: true``, "no need for a garage" →
+``has_garage: false``; :func:`tether.selection.relevance.mentioned_switches`). Only for a reply of one call (however often the model repeated it).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from tether.calls import ToolCall
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, never_asks
 from tether.selection.grounded import said
-from tether.selection.relevance import mentioned_choices
+from tether.selection.relevance import mentioned_choices, mentioned_switches
 
 __all__ = ["fill_mentioned", "mentioned"]
 
@@ -20,7 +22,8 @@ __all__ = ["fill_mentioned", "mentioned"]
 def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
     """``call`` with the options the last user message names filled in (noted when any are)."""
     history = ctx.history
-    named = mentioned_choices(history[-1].content or "", ctx.by_name[call.name].parameters, required=True)
+    asked, parameters = history[-1].content or "", ctx.by_name[call.name].parameters
+    named = mentioned_choices(asked, parameters, required=True)
     spoken = ctx.spoken
     # A named option fills what the model left out, and replaces a single choice nobody named.
     added = {
@@ -28,6 +31,12 @@ def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
         for k, v in named.items()
         if k not in call.arguments
         or (not isinstance(v, list) and call.arguments[k] != v and not said(call.arguments[k], spoken))
+    }
+    # A switch the request turns on or off ("with laundry service", "no garage") says its value.
+    added |= {
+        k: v
+        for k, v in mentioned_switches(asked, parameters).items()
+        if k not in named and call.arguments.get(k) != v
     }
     if not added:
         return call

@@ -1,0 +1,100 @@
+"""Values the conversation says, on the bundled model under `strict`, over a real socket.
+
+Three ways a small model's call goes wrong in users' own requests, each with the guard's answer:
+a date-time whose time of day it garbles (asked again among the said ones), optional values it
+invents (left to the tool's default) and a question no tool answers whose "value" is the schema's
+own word (no call).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.support.socket_server import ask_with_tools, serving
+from tether.config import ServerConfig
+from tether.engine.llama_cpp import LlamaCppEngine
+from tether.engine.scheduler import Scheduler
+from tether.proxy.app import create_app
+from tether.selection.grounded import Grounding, said
+
+
+def tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+RESCHEDULE = tool(
+    "reschedule_event",
+    "Move an event to a new date and time.",
+    {
+        "event_identifier": {"type": "string", "description": "The event's identifier."},
+        "new_datetime": {
+            "type": "string",
+            "description": "The new date and time, ISO-8601 (YYYY-MM-DDTHH:MM:SSZ).",
+        },
+    },
+    ["event_identifier", "new_datetime"],
+)
+POSTGRES = tool(
+    "add_postgres_server",
+    "Add a PostgreSQL server configuration.",
+    {
+        "host": {"type": "string", "description": "The server's hostname or IP address."},
+        "port": {"type": "integer", "description": "The port.", "default": 5432},
+        "username": {"type": "string", "description": "The user name.", "default": "postgres"},
+        "password": {"type": "string", "description": "The password.", "default": "postgres"},
+    },
+    ["host"],
+)
+INTRODUCE = tool(
+    "introduce_person",
+    "Introduce a person by name.",
+    {"name": {"type": "string", "description": "The person's name."}},
+    ["name"],
+)
+
+
+@pytest.fixture(scope="module")
+def base(smollm: LlamaCppEngine) -> Iterator[str]:
+    with serving(create_app(ServerConfig(), Scheduler([smollm]))) as url:
+        yield url
+
+
+def ask(base: str, question: str, offered: dict[str, Any]) -> dict[str, Any]:
+    return ask_with_tools(base, question, [offered])
+
+
+def arguments(reply: dict[str, Any]) -> dict[str, Any]:
+    calls = reply["choices"][0]["message"].get("tool_calls") or []
+    assert calls, f"no call: {reply['choices'][0]['message'].get('content')!r}"
+    return json.loads(calls[0]["function"]["arguments"])
+
+
+def test_the_time_of_day_is_the_one_the_user_said(base: str) -> None:
+    question = "Reschedule event 'med123' to the 15th of April 2021 at 1:45 pm, UTC."
+    args = arguments(ask(base, question, RESCHEDULE))
+    assert args == {"event_identifier": "med123", "new_datetime": "2021-04-15T13:45:00Z"}
+
+
+def test_optional_values_nobody_said_are_left_to_the_tools_default(base: str) -> None:
+    question = "Please add a PostgreSQL server with the host address '10.0.0.7' and the default port, username and password."
+    reply = ask(base, question, POSTGRES)
+    args = arguments(reply)
+    assert args["host"] == "10.0.0.7"
+    spoken = Grounding.of(question)
+    defaults = {"port": 5432, "username": "postgres", "password": "postgres"}
+    assert all(said(v, spoken) or v == defaults.get(k) for k, v in args.items()), args
+
+
+def test_a_question_about_the_assistant_calls_no_tool_with_the_schemas_word(base: str) -> None:
+    reply = ask(base, "What is your name?", INTRODUCE)
+    message = reply["choices"][0]["message"]
+    assert not message.get("tool_calls"), message["tool_calls"]
+    assert message["content"]
