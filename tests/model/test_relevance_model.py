@@ -70,3 +70,13 @@ def test_an_everyday_question_gets_its_tool_called(base: str, question: str, off
     message = ask_with_tools(base, question, [offered])["choices"][0]["message"]
     assert message.get("tool_calls"), f"answered in text instead: {message.get('content')!r}"
     assert message["tool_calls"][0]["function"]["name"] == offered["function"]["name"]
+
+
+def test_a_question_no_tool_fits_is_answered_in_one_run(base: str) -> None:
+    """The prior alone settles the answer: no pass over the tool prompt before the plain answer."""
+    reply = ask_with_tools(base, "Who wrote Pride and Prejudice?", [WEATHER])
+    message = reply["choices"][0]["message"]
+    assert not message.get("tool_calls") and message["content"]
+    assert "generations" not in reply["tether"]  # reported only when a reply took more than one run
+    notes = reply["tether"]["interventions"]
+    assert [n["kind"] for n in notes] == ["decision_steered"] and "beyond" in notes[0]["detail"]

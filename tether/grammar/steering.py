@@ -37,6 +37,7 @@ __all__ = [
     "ARRAY_MAX_PERIOD",
     "ARRAY_MIN_CYCLES",
     "ARRAY_MIN_ITEMS",
+    "LOG_ODDS_BOUND",
     "STRING_MAX_PERIOD",
     "STRING_MIN_BYTES",
     "CallList",
@@ -50,6 +51,11 @@ __all__ = [
 ]
 
 
+# The model's log-odds of calling count at most this much either way (the bundled model's largest on
+# the development split is 8.5): a prior beyond the bound settles the decision before any token.
+LOG_ODDS_BOUND = 10.0
+
+
 @dataclass(frozen=True)
 class Steering:
     call_prior: float = 0.0
@@ -60,6 +66,11 @@ class Steering:
     short_list_bias: float = 0.0
     # Runaway values (see ValueRuns): on wherever a schema constrains the arguments (``strict``).
     bound_values: bool = True
+
+    @property
+    def settled_answer(self) -> bool:
+        """The decision is a text answer whatever the model's log-odds (the prior is below the bound)."""
+        return self.decide and self.call_prior + LOG_ODDS_BOUND < 0
 
 
 class JsonStrings:
@@ -220,7 +231,7 @@ def apply_decision(
 ) -> tuple[npt.NDArray[np.single], Decision]:
     """Keep only the chosen branch's tokens (the rest of the row is already masked)."""
     lo = log_odds(logits, call, answer)
-    called = lo + prior >= 0
+    called = min(max(lo, -LOG_ODDS_BOUND), LOG_ODDS_BOUND) + prior >= 0
     keep = call if called else answer
     out = np.full_like(logits, -np.inf)
     out[keep] = logits[keep]

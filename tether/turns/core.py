@@ -24,7 +24,7 @@ from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.errors import ContextOverflowError, FixedPromptTooLargeError, InvalidRequestError
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
-from tether.grammar.spec import OutputSpec
+from tether.grammar.spec import OutputSpec, ReplySpec
 from tether.grammar.steering import Decision
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
@@ -179,6 +179,22 @@ class ChatCore:
         # What the call-or-answer decision did, read after the fact; a turn decided again had it made for it.
         forced = prepared.answer_only or job.call_decided
         decides = constraint if isinstance(constraint, Decides) and not forced else None
+        steering = spec.steering if isinstance(spec, ReplySpec) else None
+        if (
+            decides is not None
+            and steering is not None
+            and steering.settled_answer
+            and self._asks_plainly(job)
+        ):
+            # The prior alone decides for a text answer: no pass over the tool prompt to reach it.
+            detail = (
+                f"answer in text: relevance prior {steering.call_prior:+.2f}, beyond the model's log-odds"
+            )
+            note = Intervention("decision_steered", detail, None, None, steering.call_prior)
+            self.stats.record(note)
+            async for answered in self._answer_instead(prepared, Usage(), (note,)):
+                yield answered
+            return
         content = ContentTokens() if prepared.params.logprobs is not None else None  # for logprobs
         router = TextRouter(
             prepared.fmt, prepared.tools, job.stop, claim=content.claim if content is not None else None

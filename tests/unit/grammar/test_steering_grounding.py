@@ -15,7 +15,7 @@ from tether.grammar.masks import MaskCache
 from tether.grammar.plan import build_plan
 from tether.grammar.regex import RegexCompiler
 from tether.grammar.spans import SpanIndex
-from tether.grammar.steering import CallList, Steering, apply_decision, log_odds
+from tether.grammar.steering import LOG_ODDS_BOUND, CallList, Steering, apply_decision, log_odds
 from tether.grammar.vocab import TokenVocab
 from tether.schema_kinds import composed, extractive_kind
 
@@ -97,6 +97,18 @@ def test_apply_decision_keeps_one_branch() -> None:
         logits, np.asarray([0, 1], dtype=np.int32), np.asarray([2, 3], dtype=np.int32), prior=5.0
     )
     assert d.called and np.isfinite(out[:2]).all() and not np.isfinite(out[2:]).any()
+
+
+def test_the_models_log_odds_count_up_to_a_bound_so_a_prior_beyond_it_settles_the_answer() -> None:
+    call, answer = np.asarray([0], dtype=np.int32), np.asarray([1], dtype=np.int32)
+    sure = np.asarray([40.0, 0.0], dtype=np.single)  # log-odds of a call 40: beyond any real model's
+    _, d = apply_decision(sure, call, answer, prior=-(LOG_ODDS_BOUND + 1))
+    assert not d.called and d.log_odds == 40.0  # reported as measured, decided within the bound
+    _, d = apply_decision(sure, call, answer, prior=-(LOG_ODDS_BOUND - 1))
+    assert d.called
+    assert Steering(call_prior=-(LOG_ODDS_BOUND + 0.5), decide=True).settled_answer
+    assert not Steering(call_prior=-(LOG_ODDS_BOUND - 0.5), decide=True).settled_answer
+    assert not Steering(call_prior=-100.0).settled_answer  # no decision asked for
 
 
 def _walk(c: ToolConstraint, ids: list[int], start: int = 1) -> np.ndarray:
