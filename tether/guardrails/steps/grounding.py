@@ -7,7 +7,8 @@ guess, and the reply becomes a text answer. A fitting tool's call whose unsaid v
 or numbers is first asked again with them limited to the request's words and numbers
 (``reground_min``, :func:`tether.guardrails.values.regrounded_tool`); the answer is used when it
 says them all. With ``drop_unsaid``, the optional values nobody said that would override the
-tool's default are left out first (``args_dropped``), so the share counts what the call keeps.
+tool's default are then left out of a call that stands (``args_dropped``); they count in its share
+first: a call of mostly guesses is a guess, whichever of its values are optional.
 """
 
 from __future__ import annotations
@@ -36,8 +37,6 @@ def grounding(call: ToolCall, ctx: GuardContext) -> StepRun:
         flags = mentioned_flags(request_text(ctx.history), [tool]).get(name, frozenset())
         dropped = unsaid_optional(call.arguments, tool.parameters, spoken, name, flags)
     kept = {k: v for k, v in call.arguments.items() if k not in dropped}
-    if dropped and (rest := check_call(kept, tool.parameters, spoken, name)).total:
-        found = rest  # judged by what it keeps; a call that was all guesses, by its guesses
     if config.abstain_below > 0 or config.abstain_unsaid:
         if found.unsaid and config.reground_min > 0 and config.repair and ctx.can_regenerate:
             request = request_text(ctx.history)
