@@ -41,3 +41,25 @@ def test_a_request_the_model_cannot_read_is_judged_by_the_lexical_fit() -> None:
     fallback = steering_for(chinese, [TICKETS], SEMANTIC_DECISION, decide=True, names=True, semantic=semantic)
     assert fallback.call_prior == lexical.call_prior  # not the semantic fit with a similarity it cannot know
     assert with_meaning.call_prior > fallback.call_prior
+
+
+class Counting(Aligned):
+    """Counts the texts it embeds."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.texts += texts
+        return super().embed(texts)
+
+
+def test_a_request_asked_about_again_and_a_repeated_tool_set_are_embedded_once() -> None:
+    embedder = Counting()
+    semantic = SemanticRelevance(embedder, max_requests=2)
+    for _ in range(3):  # the decision's prior, then the answer checks, all on one request
+        assert semantic.scores("weather in Riga?", [TICKETS]) == [1.0]
+    assert embedder.texts.count("weather in Riga?") == 1 and len(embedder.texts) == 2
+    for request in ("a", "b", "weather in Riga?"):  # bounded: the oldest request is embedded again
+        semantic.scores(request, [TICKETS])
+    assert embedder.texts.count("weather in Riga?") == 2

@@ -29,6 +29,7 @@ __all__ = ["SpanIndex", "SpanLedger", "Use", "number_spans", "readings_for"]
 
 _MAX_TOKEN = 16  # bytes of a token looked up at each text position
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
+_LEADING_ZERO = re.compile(rb"-?0\d")
 _WORD = re.compile(rb"[A-Za-z0-9]")
 _GROUPED = re.compile(rb"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _NUM = rb"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?"
@@ -66,8 +67,15 @@ def number_spans(text: bytes) -> list[tuple[int, int, bytes]]:
     """
     grouped = [(m.start(), m.end(), m.group().replace(b",", b"")) for m in _GROUPED.finditer(text)]
     inside = {p for start, end, _ in grouped for p in range(start, end)}
-    out = [(m.start(), m.end(), m.group()) for m in _NUMBER.finditer(text) if m.start() not in inside]
+    out = [(m.start(), m.end(), _json(m.group())) for m in _NUMBER.finditer(text) if m.start() not in inside]
     return out + grouped + list(_derived(text))
+
+
+def _json(raw: bytes) -> bytes:
+    """Digits as JSON writes them: a leading zero is not JSON (``05`` is ``5``, ``007`` is ``7``)."""
+    if _LEADING_ZERO.match(raw) and (value := _decimal(raw)) is not None:
+        return _plain(value)
+    return raw
 
 
 def _derived(text: bytes) -> Iterator[tuple[int, int, bytes]]:

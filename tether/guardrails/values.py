@@ -27,7 +27,7 @@ from tether.grammar.formats.base import ToolSpec
 from tether.grammar.spans import number_spans
 from tether.guardrails.arguments import FieldError
 from tether.schema_kinds import extractive_kind
-from tether.selection.grounded import Grounding, request_spans, said, variant_keys
+from tether.selection.grounded import Grounding, is_number, request_spans, said, variant_keys
 from tether.selection.relevance import content_words, mentioned_flags, rank_tools, stem
 
 __all__ = ["merge_variant", "regrounded_tool"]
@@ -79,7 +79,7 @@ def regrounded_tool(
             choices[k] = dates
             dated.add(k)
     # A number is any the request states that no other value of the call already uses.
-    used = {float(v) for k, v in call.arguments.items() if k not in unsaid and _is_number(v)}
+    used = {float(v) for k, v in call.arguments.items() if k not in unsaid and is_number(v)}
     numbers = [json.loads(n) for _, _, n in number_spans(request.encode())]
     for k in unsaid:
         if kinds[k] == "number":
@@ -145,16 +145,12 @@ def _said_dates(value: object, spoken: Grounding) -> list[str] | None:
     return out
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _plain_kind(value: object, schema: object, name: str) -> str | None:
     """``"string"`` or ``"number"`` when ``value`` is one plain extractive value, else None."""
     kind = extractive_kind(schema, name)
     if kind == "string" and isinstance(value, str):
         return kind
-    if kind == "number" and _is_number(value):
+    if kind == "number" and is_number(value):
         return kind
     return None
 

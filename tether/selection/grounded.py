@@ -50,6 +50,7 @@ __all__ = [
     "conversation_text",
     "echoes",
     "grounded_share",
+    "is_number",
     "request_spans",
     "said",
     "unsaid_optional",
@@ -164,7 +165,8 @@ class Grounding:
         )
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """Whether ``value`` is a JSON number (a bool is not one)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -189,7 +191,7 @@ def _values(value: Any, schema: Any, name: str = "") -> Iterator[tuple[str, Any]
     elif kind == "string" and isinstance(value, str):
         if "\n" not in value:  # several lines are written, not named
             yield kind, value
-    elif kind == "number" and _is_number(value):
+    elif kind == "number" and is_number(value):
         yield kind, value
 
 
@@ -339,7 +341,7 @@ def said(value: Any, source: Grounding) -> bool:
     """Does the conversation give ``value`` (any JSON value; a boolean never counts)?"""
     if isinstance(value, bool) or value is None:
         return False
-    if _is_number(value):
+    if is_number(value):
         return source.has_value(value)
     if isinstance(value, str):
         return source.has_string(value)

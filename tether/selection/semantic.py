@@ -50,31 +50,39 @@ def readable(text: str) -> bool:
 
 
 class SemanticRelevance:
-    """Cosine similarity between a request and each offered tool, tool vectors cached per tool set."""
+    """Cosine similarity between a request and each offered tool, tool vectors cached per tool set.
 
-    def __init__(self, embedder: Embedder, *, max_sets: int = 128) -> None:
+    A turn asks about one request several times (the decision's prior, then the answer checks), so
+    the last ``max_requests`` requests' vectors are kept as well.
+    """
+
+    def __init__(self, embedder: Embedder, *, max_sets: int = 128, max_requests: int = 64) -> None:
         self.embedder = embedder
         self.max_sets = max_sets
+        self.max_requests = max_requests
         self._sets: OrderedDict[tuple[str, ...], npt.NDArray[np.float32]] = OrderedDict()
+        self._requests: OrderedDict[tuple[str, ...], npt.NDArray[np.float32]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _tools(self, tools: Sequence[ToolSpec]) -> npt.NDArray[np.float32]:
-        key = tuple(tool_sentence(t) for t in tools)
+    def _embedded(
+        self, cache: OrderedDict[tuple[str, ...], npt.NDArray[np.float32]], key: tuple[str, ...], bound: int
+    ) -> npt.NDArray[np.float32]:
         with self._lock:
-            hit = self._sets.get(key)
+            hit = cache.get(key)
             if hit is not None:
-                self._sets.move_to_end(key)
+                cache.move_to_end(key)
                 return hit
         vectors = self.embedder.embed(list(key))
         with self._lock:
-            self._sets[key] = vectors
-            while len(self._sets) > self.max_sets:
-                self._sets.popitem(last=False)
+            cache[key] = vectors
+            while len(cache) > bound:
+                cache.popitem(last=False)
         return vectors
 
     def scores(self, request: str, tools: Sequence[ToolSpec]) -> list[float]:
         """Each tool's similarity to ``request``, in the order of ``tools`` (all 0 with no request)."""
         if not tools or not request.strip():
             return [0.0] * len(tools)
-        query = self.embedder.embed([request])[0]
-        return [float(v) for v in self._tools(tools) @ query]
+        query = self._embedded(self._requests, (request,), self.max_requests)[0]
+        vectors = self._embedded(self._sets, tuple(tool_sentence(t) for t in tools), self.max_sets)
+        return [float(v) for v in vectors @ query]

@@ -307,6 +307,16 @@ def test_numbers_are_known_however_the_conversation_writes_them() -> None:
     assert b"000" not in found and b"200" not in found  # the pieces of a grouped number are not numbers
 
 
+def test_numbers_written_with_a_leading_zero_are_given_as_json_writes_them() -> None:
+    import json
+
+    from tether.grammar.spans import number_spans
+
+    found = [n for _, _, n in number_spans(b"Agent 007 at 05:30 on 2024-03-09, 0.5 and 10")]
+    assert {b"7", b"5", b"30", b"0.5", b"10"} <= set(found)
+    assert all(json.loads(n) is not None for n in found)  # every one parses
+
+
 def test_grouped_and_scaled_numbers_are_grounded_whole() -> None:
     g = GroundingProcessor(VOCAB, "A house for $200,000 in a town of 2 million", [LOAN], prompt_len=0)
     out = _grounding_step(g, b'{"tool_calls": [{"name": "loan", "arguments": {"amount": 200')

@@ -83,6 +83,11 @@ def test_an_unsaid_number_is_asked_again_among_the_request_numbers_no_other_valu
     assert errors[0].expected == "numbers of the request" and "'capture_percentage'" not in errors[0].message
     bare = "Detect the beats of my audio file."
     assert regrounded_tool(call, BEATS, ("capture_percentage",), bare, Grounding.of(bare), 0.3) is None
+    # Digits with a leading zero ("05") are the number JSON writes, not a parse error.
+    zero = "Detect the beats below 50% in track 05 of the album."
+    narrowed = regrounded_tool(call, BEATS, ("capture_percentage",), zero, Grounding.of(zero), 0.3)
+    assert narrowed is not None
+    assert narrowed[0].parameters["properties"]["capture_percentage"]["enum"] == [50, 5]
 
 
 def test_a_garbled_date_time_is_asked_again_among_the_said_ones_written_alike() -> None:
