@@ -6,7 +6,8 @@
 # of which the AST categories use. The modules tether imports (bfcl_eval.utils, model_handler.utils,
 # the AST checker; see tether/evals/bfcl_deps.py) need only the packages below; the tree-sitter
 # versions are the ones bfcl-eval pins (its Java/JS parsers are loaded when model_handler.utils is
-# imported, and newer tree-sitter releases changed the Language() constructor).
+# imported, and newer tree-sitter releases changed the Language() constructor); mpmath is what the
+# multi-turn MathAPI backend imports.
 # Idempotent. Usage: scripts/install_bfcl.sh [PYTHON]   (default: .venv/bin/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,7 @@ if ! have bfcl-eval "$BFCL_VERSION"; then
 fi
 "$PY" -m pip install -q \
   "tree_sitter==0.21.3" "tree-sitter-java==0.21.0" "tree-sitter-javascript==0.21.4" \
-  "tenacity>=8.5.0" "filelock>=3.12"
+  "tenacity>=8.5.0" "filelock>=3.12" "mpmath==1.3.0"
 # Check: the data, the tool conversion and the checker load, and a ground-truth answer scores.
 "$PY" - <<'PYEOF'
 from tether.evals import bfcl

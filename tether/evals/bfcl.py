@@ -11,9 +11,10 @@ the text) and judged as BFCL's ``eval_runner`` judges it: the AST checker for
 simple/multiple/parallel categories, "no function call" for irrelevance and "a
 function call" for relevance.
 
-Categories that need the network or executable backends (``multi_turn_*``,
-``memory_*``, ``web_search_*``; the old ``exec_*``/``rest``/``sql`` are not in
-BFCL v4) are refused.
+The multi-turn categories run on BFCL's executable backends
+(:mod:`tether.evals.bfcl_multi`). Categories that need the network or embedding
+models (``memory_*``, ``web_search_*``; the old ``exec_*``/``rest``/``sql`` are not
+in BFCL v4) are refused.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from tether.errors import ConfigError
 from tether.evals.bfcl_deps import CHECKER_MODEL, bfcl_modules
@@ -32,7 +33,9 @@ from tether.evals.bfcl_deps import CHECKER_MODEL, bfcl_modules
 __all__ = [
     "AST_CATEGORIES",
     "CATEGORIES",
+    "MULTI_TURN_CATEGORIES",
     "RELEVANCE_CATEGORIES",
+    "SINGLE_TURN_CATEGORIES",
     "SPLITS",
     "BfclItem",
     "BfclScore",
@@ -55,16 +58,23 @@ AST_CATEGORIES = (
     "live_parallel_multiple",
 )
 RELEVANCE_CATEGORIES = ("irrelevance", "live_irrelevance", "live_relevance")
-CATEGORIES = AST_CATEGORIES + RELEVANCE_CATEGORIES
+SINGLE_TURN_CATEGORIES = AST_CATEGORIES + RELEVANCE_CATEGORIES
+MULTI_TURN_CATEGORIES = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
+CATEGORIES = SINGLE_TURN_CATEGORIES + MULTI_TURN_CATEGORIES
 _GROUPS: dict[str, tuple[str, ...]] = {
     "simple": ("simple_python",),
     "python": ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance"),
-    "non_live": tuple(c for c in CATEGORIES if not c.startswith("live_")),
-    "live": tuple(c for c in CATEGORIES if c.startswith("live_")),
+    "non_live": tuple(c for c in SINGLE_TURN_CATEGORIES if not c.startswith("live_")),
+    "live": tuple(c for c in SINGLE_TURN_CATEGORIES if c.startswith("live_")),
+    "multi_turn": MULTI_TURN_CATEGORIES,
     "all": CATEGORIES,
 }
 _REFUSED = {
-    "multi_turn": "needs BFCL's executable multi-turn backends",
     "memory": "needs BFCL's memory backends (embedding models)",
     "web_search": "needs the network (live web search)",
     "exec": "needs the network (executable REST/function backends); not in BFCL v4",
@@ -78,7 +88,8 @@ _REFUSED = {
 
 
 def parse_categories(spec: str) -> tuple[str, ...]:
-    """``simple,multiple`` → ``("simple_python", "multiple")``; groups: simple, python, non_live, live, all."""
+    """``simple,multiple`` → ``("simple_python", "multiple")``; groups: simple, python, non_live,
+    live, multi_turn, all."""
     out: list[str] = []
     for raw in (p.strip() for p in spec.split(",")):
         if not raw:
@@ -119,8 +130,8 @@ class BfclScore:
 
 
 def load_items(category: str) -> list[BfclItem]:
-    """All entries of one category, in BFCL's order."""
-    if category not in CATEGORIES:
+    """All entries of one single-turn category, in BFCL's order."""
+    if category not in SINGLE_TURN_CATEGORIES:
         raise ConfigError(f"unknown BFCL category {category!r}")
     mods = bfcl_modules()
     prompts = mods.load_dataset_entry(category)
@@ -153,14 +164,22 @@ TEST_SIZE, TEST_SEED = 100, 0
 SPLITS = ("all", "test", "dev")
 
 
-def _sample(items: Sequence[BfclItem], limit: int | None, seed: int) -> list[BfclItem]:
+class _Entry(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+E = TypeVar("E", bound=_Entry)
+
+
+def _sample(items: Sequence[E], limit: int | None, seed: int) -> list[E]:
     if limit is None or limit >= len(items):
         return list(items)
     picked = sorted(random.Random(seed).sample(range(len(items)), limit))
     return [items[i] for i in picked]
 
 
-def select(items: Sequence[BfclItem], limit: int | None, seed: int, split: str = "all") -> list[BfclItem]:
+def select(items: Sequence[E], limit: int | None, seed: int, split: str = "all") -> list[E]:
     """A fixed seeded subset of ``limit`` items (BFCL order kept) of ``split``.
 
     ``test`` is the published set (``TEST_SIZE`` items per category drawn with ``TEST_SEED``),

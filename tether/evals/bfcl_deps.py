@@ -10,6 +10,10 @@ which the AST categories use. What is imported here:
   function-doc to OpenAI-tool conversion (needs ``tenacity`` and the pinned
   ``tree_sitter`` 0.21 / ``tree-sitter-java`` / ``tree-sitter-javascript``
   wheels its parsers load at import time);
+* ``bfcl_eval.eval_checker.multi_turn_eval`` — the multi-turn categories' executable backends
+  (``execute_multi_turn_func_call``) and state/response checker (``multi_turn_checker``), with
+  BFCL's step limit and the message that announces held-out functions (``mpmath`` is what its
+  MathAPI backend needs);
 * ``bfcl_eval/eval_checker/ast_eval/ast_checker.py`` — the AST checker, loaded
   from its file. Its only heavy import is
   ``bfcl_eval.constants.model_config.MODEL_CONFIG_MAPPING``, which imports every
@@ -41,7 +45,15 @@ from typing import Any
 
 from tether.errors import ConfigError
 
-__all__ = ["BFCL_VERSION", "CHECKER_MODEL", "BfclModules", "bfcl_modules", "data_dir"]
+__all__ = [
+    "BFCL_VERSION",
+    "CHECKER_MODEL",
+    "BfclModules",
+    "MultiTurnModules",
+    "bfcl_modules",
+    "data_dir",
+    "multi_turn_modules",
+]
 
 BFCL_VERSION = "2026.3.23"
 CHECKER_MODEL = "tether-openai-compatible-FC"
@@ -145,4 +157,40 @@ def bfcl_modules() -> BfclModules:
         is_empty_output=butils.is_empty_output,
         is_function_calling_format_output=butils.is_function_calling_format_output,
         language=enums.Language,
+    )
+
+
+@dataclass(frozen=True)
+class MultiTurnModules:
+    """BFCL's multi-turn executor, checker and the constants its inference loop uses."""
+
+    execute: Any
+    checker: Any
+    is_empty_execute_response: Any
+    convert_to_function_call: Any
+    executor_state: dict[str, Any]
+    step_limit: int
+    added_functions_prompt: str
+
+
+@cache
+def multi_turn_modules() -> MultiTurnModules:
+    """Import once (after :func:`bfcl_modules`, which points BFCL's folders at the cache)."""
+    bfcl_modules()  # first: it points BFCL's result and lock folders at the cache
+    try:
+        utils = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
+        checker = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker")
+        prompts = importlib.import_module("bfcl_eval.constants.default_prompts")
+        hutils = importlib.import_module("bfcl_eval.model_handler.utils")
+        importlib.import_module("mpmath")
+    except ImportError as exc:
+        raise ConfigError(f"{_INSTALL_HINT} ({exc})") from exc
+    return MultiTurnModules(
+        execute=utils.execute_multi_turn_func_call,
+        checker=checker.multi_turn_checker,
+        is_empty_execute_response=utils.is_empty_execute_response,
+        convert_to_function_call=hutils.convert_to_function_call,
+        executor_state=vars(utils),
+        step_limit=int(prompts.MAXIMUM_STEP_LIMIT),
+        added_functions_prompt=str(prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC),
     )

@@ -64,7 +64,8 @@ def run(
         list[str] | None,
         typer.Option(
             metavar="SUITE",
-            help="bfcl:<categories> (simple, multiple, parallel, irrelevance, live, ...) or scenarios[:tiers].",
+            help="bfcl:<categories> (simple, multiple, parallel, irrelevance, live, multi_turn, ...) "
+            "or scenarios[:tiers].",
         ),
     ] = None,
     preset: Annotated[

@@ -1,7 +1,8 @@
 """The suites ``tether eval --suite`` knows, as lists of items that evaluate themselves.
 
-* ``bfcl:<categories>`` — BFCL single-turn categories (:mod:`tether.evals.bfcl`),
-  e.g. ``bfcl:simple,multiple,parallel,irrelevance`` or ``bfcl:live``;
+* ``bfcl:<categories>`` — BFCL's categories (:mod:`tether.evals.bfcl`), e.g.
+  ``bfcl:simple,multiple,parallel,irrelevance``, ``bfcl:live`` or ``bfcl:multi_turn_base``
+  (multi-turn entries run on BFCL's backends, :mod:`tether.evals.bfcl_multi`);
 * ``scenarios[:<tiers>]`` — the bundled multi-step scenarios
   (:mod:`tether.evals.scenario_spec`), all tiers or e.g. ``scenarios:recovery``.
 
@@ -19,13 +20,21 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from tether.errors import ConfigError
-from tether.evals import bfcl
+from tether.evals import bfcl, bfcl_multi
 from tether.evals.client import ChatClient, Reply
 from tether.evals.episode import EpisodeResult, run_episode
 from tether.evals.records import ItemRecord
 from tether.evals.scenario_spec import TIERS, Scenario, ToolSpecModel, load_suite
 
-__all__ = ["BfclEvalItem", "EvalItem", "RunOptions", "ScenarioEvalItem", "load_items", "suite_name"]
+__all__ = [
+    "BfclEvalItem",
+    "BfclMultiTurnEvalItem",
+    "EvalItem",
+    "RunOptions",
+    "ScenarioEvalItem",
+    "load_items",
+    "suite_name",
+]
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,54 @@ class BfclEvalItem:
 
 
 @dataclass(frozen=True)
+class BfclMultiTurnEvalItem:
+    item: bfcl_multi.MultiTurnItem
+    suite: str = "bfcl"
+
+    @property
+    def category(self) -> str:
+        return self.item.category
+
+    @property
+    def item_id(self) -> str:
+        return self.item.id
+
+    async def evaluate(self, client: ChatClient, preset: str, seed: int, options: RunOptions) -> ItemRecord:
+        backends = bfcl_multi.Backends(self.item)
+        try:
+            result = await bfcl_multi.run_multi_turn(
+                client,
+                self.item,
+                preset,
+                backends,
+                temperature=options.temperature,
+                seed=seed,
+                max_tokens=options.max_tokens,
+            )
+            score = (
+                bfcl.BfclScore(False, result.error, "inference_error")
+                if result.error
+                else bfcl_multi.score_multi_turn(
+                    self.item, result.steps, backends.name, finished=not result.force_terminated
+                )
+            )
+        finally:
+            backends.close()
+        return replace(
+            _record(self, preset, result),
+            correct=score.correct,
+            error=score.error,
+            error_type=score.error_type,
+            turns=result.turns,
+            tool_calls=result.tool_calls,
+            tool_errors=result.tool_errors,
+            latency_s=round(result.latency_s, 3),
+            interventions=dict(result.interventions),
+            output={"steps": result.steps},
+        )
+
+
+@dataclass(frozen=True)
 class ScenarioEvalItem:
     scenario: Scenario
     tier: str
@@ -131,7 +188,9 @@ class ScenarioEvalItem:
         )
 
 
-def _record(item: EvalItem, preset: str, cost: Reply | EpisodeResult) -> ItemRecord:
+def _record(
+    item: EvalItem, preset: str, cost: Reply | EpisodeResult | bfcl_multi.MultiTurnResult
+) -> ItemRecord:
     """The record of ``item`` under ``preset`` with what it cost; ``evaluate`` adds the outcome."""
     return ItemRecord(
         item.suite,
@@ -189,10 +248,16 @@ def load_items(spec: str, *, limit: int | None = None, seed: int = 0, split: str
     published ``test`` items, the ``dev`` items tuning may use, or ``all``."""
     kind, _, rest = spec.partition(":")
     if kind == "bfcl":
-        per_category = [
-            [BfclEvalItem(i) for i in bfcl.select(bfcl.load_items(category), limit, seed, split)]
-            for category in bfcl.parse_categories(rest)
-        ]
+        per_category: list[list[EvalItem]] = []
+        for category in bfcl.parse_categories(rest):
+            if category in bfcl.MULTI_TURN_CATEGORIES:
+                entries = bfcl_multi.load_multi_turn_items(category)
+                per_category.append(
+                    [BfclMultiTurnEvalItem(i) for i in bfcl.select(entries, limit, seed, split)]
+                )
+            else:
+                single = bfcl.select(bfcl.load_items(category), limit, seed, split)
+                per_category.append([BfclEvalItem(i) for i in single])
         return _interleave(per_category)
     if kind == "scenarios":
         tiers = [t.strip() for t in rest.split(",") if t.strip()] or list(TIERS)

@@ -30,8 +30,10 @@ class GuardConfig:
     validate: bool = True
     repair: bool = True
     dedupe: bool = True  # drop a call identical (name and arguments) to an earlier one in the same reply
-    # ... and one identical to a call of the previous turn whose result came back without failing.
+    # ... and one identical to a call of the previous turn whose result came back without failing,
+    # or to one that failed in each of the last ``failed_retries + 1`` turns.
     end_loops: bool = False
+    failed_retries: int = 2
     coerce: bool = True  # lossless, recorded coercions while validating (tether.coercion)
     fill_defaults: bool = False  # fill missing properties from schema defaults (recorded)
     decide: bool = False  # layer 0: the call-or-answer decision with the tools' relevance as a prior

@@ -106,7 +106,7 @@ def test_requests_use_bfcls_own_tool_conversion(items: dict[str, list[bfcl.BfclI
 def test_categories_and_subsets() -> None:
     assert bfcl.parse_categories("simple,multiple") == ("simple_python", "multiple")
     assert "live_simple" in bfcl.parse_categories("live")
-    for refused in ("multi_turn_base", "web_search", "memory_kv", "exec_simple", "simple_java"):
+    for refused in ("web_search", "memory_kv", "exec_simple", "simple_java"):
         with pytest.raises(ConfigError):
             bfcl.parse_categories(refused)
     with pytest.raises(ConfigError):

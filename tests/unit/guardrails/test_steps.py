@@ -196,3 +196,31 @@ def test_the_context_reads_the_previous_turns_answered_calls_only_under_end_loop
     strict = GuardContext.start([done], [READ], PRESETS["strict"], history)
     assert strict.answered == {context.call_key(done)}  # the failed call may be retried
     assert GuardContext.start([done], [READ], PRESETS["full"], history).answered == frozenset()
+
+
+def test_a_call_that_failed_as_often_as_it_may_be_retried_is_not_made_again() -> None:
+    same = ToolCall("read_file", {"path": "b"})
+
+    def turns(*results: str) -> list[Message]:
+        out = [*ASK]
+        for n, result in enumerate(results):
+            call = ToolCall("read_file", {"path": "b"}, id=f"t{n}")
+            out += [
+                Message("assistant", "", tool_calls=(call,)),
+                Message("tool", result, tool_call_id=f"t{n}"),
+            ]
+        return out
+
+    busy = "Error: the disk is busy."
+    assert PRESETS["strict"].failed_retries == 2
+    for history, out in (
+        (turns(busy), False),  # a failed call may be retried ...
+        (turns(busy, busy), False),
+        (turns(busy, busy, busy), True),  # ... twice
+        (turns("contents", busy, busy), False),
+        (turns(busy, busy, "contents"), True),  # answered
+    ):
+        ctx = GuardContext.start([same], [READ], PRESETS["strict"], history)
+        assert (context.call_key(same) in ctx.failing | ctx.answered) is out
+    ctx = GuardContext.start([same], [READ], PRESETS["full"], turns(busy, busy, busy))
+    assert ctx.failing == frozenset()  # only under end_loops

@@ -261,6 +261,24 @@ async def test_a_call_the_previous_turn_made_and_has_the_result_of_is_not_made_a
             await client.post("/v1/chat/completions", json={**body(preset=preset), "messages": messages})
         ).json()
         assert len(r["choices"][0]["message"]["tool_calls"]) == 1 and "call_repeated" not in kinds(r), preset
+    # ... but not past two retries: the third failure in a row is the answer.
+    made = failed[1]["tool_calls"][0]
+    thrice = [
+        failed[0],
+        *[
+            m
+            for n in range(3)
+            for m in (
+                {"role": "assistant", "content": None, "tool_calls": [{**made, "id": f"f{n}"}]},
+                {"role": "tool", "tool_call_id": f"f{n}", "content": "Error: the disk is busy, try again"},
+            )
+        ],
+    ]
+    client, _ = scripted([call("read_file", {"path": "a.txt"}), "The disk stays busy."])
+    r = (await client.post("/v1/chat/completions", json={**body(preset="strict"), "messages": thrice})).json()
+    assert r["choices"][0]["message"]["content"] == "The disk stays busy."
+    assert kinds(r) == ["call_repeated", "answer_redecided"]
+    assert "failed in each of the last 3 turns" in r["tether"]["interventions"][0]["detail"]
 
 
 async def test_the_lone_call_gets_the_optional_choices_the_request_names(scripted) -> None:

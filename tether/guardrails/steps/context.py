@@ -43,6 +43,7 @@ __all__ = [
     "answered_last_turn",
     "asking",
     "call_key",
+    "failed_in_a_row",
     "lone",
     "never_asks",
 ]
@@ -158,6 +159,27 @@ def answered_last_turn(history: Sequence[Message]) -> frozenset[str]:
     )
 
 
+def failed_in_a_row(history: Sequence[Message], times: int) -> frozenset[str]:
+    """The calls (by :func:`call_key`) that each of the conversation's last ``times`` assistant turns
+    made and whose results all read as failures: retried that often, the same call fails the same way."""
+    k, common = len(history), None
+    for _ in range(times):
+        results: dict[str, str] = {}
+        while k > 0 and history[k - 1].role == "tool":
+            k -= 1
+            results[history[k].tool_call_id or ""] = history[k].content
+        if not results or k == 0 or history[k - 1].role != "assistant":
+            return frozenset()
+        k -= 1
+        failed = {
+            call_key(c) for c in history[k].tool_calls if c.id in results and reads_as_failure(results[c.id])
+        }
+        common = failed if common is None else common & failed
+        if not common:
+            return frozenset()
+    return frozenset(common or ())
+
+
 def lone(calls: Sequence[ToolCall]) -> bool:
     """The reply makes one call, however often the model repeated it."""
     return len({call_key(c) for c in calls}) == 1
@@ -168,7 +190,8 @@ class GuardContext:
     """One reply's guard state, shared by its steps.
 
     Per reply: ``lone`` (the reply makes one call, however often the model repeated it: :func:`lone`),
-    ``answered`` (the previous turn's calls whose results came back, under ``end_loops``) and the
+    ``answered`` (the previous turn's calls whose results came back, under ``end_loops``),
+    ``failing`` (calls that failed in each of the last ``failed_retries + 1`` turns, likewise) and the
     accumulators. Per call: ``verdict`` (``ok`` under the name as written until a step says
     otherwise) and ``settled`` (set by :meth:`settle`: no later step runs).
     """
@@ -191,12 +214,15 @@ class GuardContext:
     by_name: dict[str, ToolSpec] = field(init=False)
     names: list[str] = field(init=False)
     answered: frozenset[str] = field(init=False)
+    failing: frozenset[str] = field(init=False)
     _spoken: Grounding | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.by_name = {t.name: t for t in self.tools}
         self.names = [t.name for t in self.tools]
         self.answered = answered_last_turn(self.history) if self.config.end_loops else frozenset()
+        tries = self.config.failed_retries + 1
+        self.failing = failed_in_a_row(self.history, tries) if self.config.end_loops else frozenset()
 
     @classmethod
     def start(

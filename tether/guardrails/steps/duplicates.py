@@ -22,10 +22,15 @@ __all__ = ["call_repeated", "dedupe", "duplicates", "merge_variants"]
 
 
 def call_repeated(call: ToolCall, ctx: GuardContext) -> bool:
-    """Whether the previous turn made ``call`` and has its result (noted when so)."""
-    if call_key(call) not in ctx.answered:
+    """Whether the previous turn made ``call`` and has its result, or it failed as often as it may
+    be retried (noted when so)."""
+    key = call_key(call)
+    if key in ctx.answered:
+        detail = "the previous turn made this call and has its result"
+    elif key in ctx.failing:
+        detail = f"this call failed in each of the last {ctx.config.failed_retries + 1} turns"
+    else:
         return False
-    detail = "the previous turn made this call and has its result"
     ctx.notes.append(Intervention("call_repeated", detail, call.name))
     return True
 
