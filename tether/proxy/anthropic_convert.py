@@ -22,7 +22,7 @@ from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.anthropic_schema import AnthropicMessageIn, CountTokensRequest, MessagesRequest
 from tether.proxy.middleware import ErrorShapeMiddleware
-from tether.proxy.wire import check_history, flatten_text, guard_for, stop_strings, tool_specs
+from tether.proxy.wire import flatten_text, guard_for, stop_strings, tool_specs
 from tether.turns.events import ChatJob, FinishOut, ToolChoice
 
 __all__ = [
@@ -190,7 +190,6 @@ def job_from_anthropic(
     names: dict[str, str] = {}
     for i, msg in enumerate(req.messages):
         messages.extend(_turn(msg, i, names))
-    check_history(messages)
     tools = _tool_specs(req)
     choice, parallel = _tool_choice(req, tools)
     options = req.tether

@@ -10,7 +10,7 @@ from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.openai_schema import ChatCompletionRequest, ChatMessageIn
-from tether.proxy.wire import MAX_LOGIT_BIAS, check_history, flatten_text, guard_for, stop_strings, tool_specs
+from tether.proxy.wire import MAX_LOGIT_BIAS, flatten_text, guard_for, stop_strings, tool_specs
 from tether.turns.events import ChatJob, ToolChoice
 
 __all__ = ["job_from_openai", "text_of"]
@@ -67,7 +67,6 @@ def job_from_openai(
     n_vocab: int,
 ) -> ChatJob:
     messages = tuple(_message(m, i) for i, m in enumerate(req.messages))
-    check_history(messages)
     tools = tool_specs(
         (t.function.name, t.function.description, t.function.parameters, f"tools[{i}].function.parameters")
         for i, t in enumerate(req.tools or ())

@@ -28,7 +28,7 @@ from tether.errors import InvalidRequestError, TetherError
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.middleware import ErrorShapeMiddleware
 from tether.proxy.openai_schema import FunctionDef, TetherOptions
-from tether.proxy.wire import Loose, RequestBody, check_history, guard_for, stop_strings, tool_specs
+from tether.proxy.wire import Loose, RequestBody, guard_for, stop_strings, tool_specs
 from tether.turns.events import ChatJob, FinishOut
 
 __all__ = [
@@ -261,7 +261,6 @@ def job_from_ollama_chat(
 ) -> ChatJob:
     _refuse_thinking(req)
     messages = _messages(req.messages)
-    check_history(messages)
     for i, tool in enumerate(req.tools or ()):
         if tool.type != "function":
             raise InvalidRequestError(

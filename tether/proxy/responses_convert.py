@@ -25,7 +25,7 @@ from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.openai_schema import TetherOptions
-from tether.proxy.wire import Loose, RequestBody, check_history, flatten_text, guard_for, tool_specs
+from tether.proxy.wire import Loose, RequestBody, flatten_text, guard_for, tool_specs
 from tether.turns.events import ChatJob, FinishOut, ToolChoice
 
 __all__ = [
@@ -173,7 +173,6 @@ def job_from_responses(
     conversation = (*history, *_items(items, history))
     if not conversation:
         raise InvalidRequestError("input holds no message", param="input")
-    check_history(conversation, where="input")
     for i, tool in enumerate(req.tools or ()):
         if tool.type != "function" or not tool.name:
             raise InvalidRequestError(

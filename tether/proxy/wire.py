@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from tether.chat import Message
 from tether.errors import InvalidRequestError, ModelNotFoundError
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.presets import PRESETS, GuardConfig
@@ -38,7 +37,6 @@ __all__ = [
     "NamedTool",
     "RequestBody",
     "app_state",
-    "check_history",
     "check_model",
     "find_surrogate",
     "flatten_text",
@@ -183,22 +181,6 @@ def tool_specs(
         seen.add(name)
         specs.append(tool_spec(name, description, parameters, where))
     return tuple(specs)
-
-
-def check_history(messages: Sequence[Message], *, where: str = "messages") -> None:
-    """Every tool result must answer a call made earlier in the conversation."""
-    called: set[str] = set()
-    for i, msg in enumerate(messages):
-        if msg.role == "assistant":
-            called.update(c.id for c in msg.tool_calls)
-        elif msg.role == "tool" and msg.tool_call_id not in called:
-            answered = (
-                f"call {msg.tool_call_id!r}" if msg.tool_call_id else "no call (tool_call_id is missing)"
-            )
-            raise InvalidRequestError(
-                f"a tool result answers {answered}, which no earlier assistant turn made",
-                param=f"{where}[{i}]",
-            )
 
 
 def stop_strings(stop: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
 from tether.guardrails.policy import unknown_tool_text
 from tether.turns.content_tokens import ContentTokens
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, offered_tools
+from tether.turns.history import safe_job
 from tether.turns.routing import TextRouter
 from tether.turns.tool_view import ToolView
 
@@ -141,6 +142,7 @@ class ChatCore:
 
     def count_tokens(self, job: ChatJob) -> int:
         """Prompt tokens of ``job`` as the model would see them (tools included), even past the window."""
+        job = safe_job(job)  # as the pipeline renders it
         return self.prompt_length(self._messages(job), self._offered(job))
 
     def prepare(self, job: ChatJob) -> Prepared:

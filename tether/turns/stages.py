@@ -11,6 +11,9 @@ enter the same pipeline:
 * :class:`CompactionStage` — fits every generation's prompt into the window;
 * the core (:class:`tether.turns.core.ChatCore`) — one generation, guarded.
 
+Before the first stage, the client's history is made safe to render
+(:func:`tether.turns.history.safe_job`: broken calls repaired or summarised, results paired).
+
 Every stage sums the usage of every generation it ran into its ``FinishOut``.
 """
 
@@ -31,6 +34,7 @@ from tether.sandbox import ToolBox
 from tether.turns.compaction import compact_job
 from tether.turns.core import ChatCore
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent
+from tether.turns.history import safe_job
 
 __all__ = [
     "CompactionStage",
@@ -78,6 +82,7 @@ class TurnPipeline:
         run: Next = self._generate
         for stage in reversed(self.stages):
             run = _bind(stage, run)
+        turn = replace(turn, job=safe_job(turn.job))  # every protocol's history, once
         return _with_layers(run(turn), self.core.info.layers)
 
 

@@ -101,14 +101,17 @@ async def test_duplicate_and_too_many_tools(scripted) -> None:
     )
 
 
-async def test_tool_results_must_answer_a_call(scripted) -> None:
-    client, _ = scripted(["ok"])
+async def test_a_tool_result_that_answers_no_call_is_shown_as_the_users_text(scripted) -> None:
+    """Refused, a history the agent cannot fix is retried as it is, forever: it is answered instead
+    (tether.turns.history), the stray result shown as text that says it answers no call."""
+    client, engines = scripted(["ok"])
     orphan = [
         {"role": "user", "content": "hi"},
         {"role": "tool", "tool_call_id": "call_nowhere", "content": "42"},
     ]
     r = await client.post("/v1/chat/completions", json={"model": MODEL, "messages": orphan})
-    openai_400(r, param="messages[1]", says="call_nowhere")
+    assert r.status_code == 200, r.text
+    assert "(A tool result that answers no call made here:)\n42" in engines[0].prompts[-1]
     answered = [
         {"role": "user", "content": "hi"},
         {
@@ -128,7 +131,8 @@ async def test_tool_results_must_answer_a_call(scripted) -> None:
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "42"}]},
     ]
     r = await client.post("/v1/messages", json={"model": MODEL, "max_tokens": 5, "messages": a_orphan})
-    anthropic_400(r, says="toolu_x")
+    assert r.status_code == 200, r.text
+    assert "answers no call made here" in engines[0].prompts[-1]
 
 
 async def test_stop_strings_are_bounded(scripted) -> None:

@@ -182,7 +182,6 @@ def test_the_store_is_bounded_least_recently_used_first() -> None:
         ({"tool_choice": "required"}, "tool_choice"),
         ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {}}}}, "text.format.type"),
         ({"background": True}, "background"),
-        ({"input": [{"type": "function_call_output", "call_id": "call_nobody", "output": "x"}]}, "input[0]"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
             "input[0].content[0].type",
@@ -199,6 +198,15 @@ def test_bad_requests_are_400s_naming_the_field(extra: dict[str, Any], param: st
     body: Any = caught.value.body
     assert body["param"] == param and body["type"] == "invalid_request_error", body
     assert raw.status_code == 400 and raw.json()["error"]["param"] == param
+
+
+def test_an_output_that_answers_no_call_is_answered() -> None:
+    """Like every protocol's history (tether.turns.history): shown as text that says so, not refused."""
+    engine = ScriptedEngine()
+    with server(engine) as (client, _):
+        stray = [{"type": "function_call_output", "call_id": "call_nobody", "output": "x"}]
+        assert client.responses.create(model=MODEL, input=stray).status == "completed"
+    assert "answers no call made here" in engine.prompts[-1]
 
 
 def test_a_fault_mid_stream_ends_it_with_an_error_event() -> None:
