@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tether.calls import ToolCall
 from tether.chat import Message
 from tether.grammar.formats.base import ToolSpec
 from tether.selection.decision import DecisionModel, request_text, steering_for
@@ -59,9 +60,13 @@ def test_decision_prior_pushes_toward_calling_only_when_a_tool_fits() -> None:
     none = steering_for(joke, [WEATHER], model, decide=True, names=False)
     assert fits.decide and fits.call_prior > 0 > none.call_prior
     assert fits.name_prior == {}  # one tool: nothing to choose
-    # After a tool result (an agent loop) the request's words do not say whether the task is done.
-    loop = [*ask, Message("assistant", ""), Message("tool", "18 degrees", tool_call_id="c1")]
-    assert steering_for(loop, [WEATHER], model, decide=True, names=False).call_prior == 0.0
+    # After a tool result (an agent loop) the evidence is the next step's (tether.selection.next_step):
+    # the one tool asked for has answered, so the task is done.
+    made = Message("assistant", "", tool_calls=(ToolCall("get_weather", {"city": "Paris"}, "c1"),))
+    loop = [*ask, made, Message("tool", "18 degrees", tool_call_id="c1")]
+    assert (
+        steering_for(loop, [WEATHER], model, decide=True, names=False).call_prior == -model.in_loop_done_prior
+    )
     assert request_text(loop) == "What is the weather in Paris today?"
 
 

@@ -24,6 +24,8 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
 * ``call_repeated``: a call identical to one of the previous turn whose result came back (``strict``);
 * ``call_abstained``: a call whose values the conversation lacks was not made (``strict``,
   ``tool_choice: auto``, a fresh ask): a wrong guess is worse than no guess;
+* ``call_redirected``: a call abstained from for a value another offered tool gives became that
+  tool's call (``strict``);
 * ``answer_redecided``: every call was dropped and nothing was said, so the model answered in text;
 * ``answer_recalled``: a text answer to a fresh ask stated what an offered tool exists to supply
   (an invented result), so the reply was decided again as a call (``strict``);
@@ -68,6 +70,7 @@ KINDS: frozenset[str] = frozenset(
         "call_repeated",
         "repetition_stopped",
         "call_abstained",
+        "call_redirected",
         "answer_redecided",
         "answer_recalled",
         "retry",

@@ -15,8 +15,10 @@ the relevance numbers of the tool that fits best, in the units of the model's lo
 (:mod:`tether.selection.semantic`), else 0 and a fit without it applies. The weights
 are a logistic fit on a development split (``docs/evals.md`` says which items and how);
 they are data here, not rules about any benchmark's wording. When the conversation's last
-message is a tool result (an agent loop), the request's words say little about whether
-the task is done, so the prior is scaled down by ``in_loop_scale``.
+message is a tool result (an agent loop), the request's words alone cannot say whether the
+task is done: the prior is then the next-step evidence of :mod:`tether.selection.next_step`
+(a tool the request asks for that has not answered yet, or a failure that names one, calls:
+``in_loop_step_prior``; every one answered, answers: ``in_loop_done_prior``).
 
 The name prior adds ``tool_prior_weight`` times each tool's relevance (lexical, plus
 ``semantic_name_weight`` times its positive embedding similarity) to the tokens of its name (less, ``in_loop_tool_prior_weight``, after a tool result), so the tool the request
@@ -37,6 +39,7 @@ from tether.grammar.formats.base import ToolSpec
 from tether.grammar.steering import Steering
 from tether.schema_kinds import extractive_kind
 from tether.selection.enumeration import enumerated_items
+from tether.selection.next_step import next_step
 from tether.selection.relevance import ToolRelevance, rank_tools
 from tether.selection.semantic import SemanticRelevance, readable
 
@@ -59,7 +62,16 @@ class DecisionModel:
     name_weight: float = 2.07
     semantic_weight: float = 0.0
     offset: float = -1.89
-    in_loop_scale: float = 0.0
+    # After a tool result: the prior when a step is left, and when every asked-for tool has answered
+    # (then minus this), and the name prior's extra weight on the tools still to call. Set, not fitted,
+    # against the model's log-odds bounded at ±10 (grammar.steering.LOG_ODDS_BOUND): a step left is
+    # taken unless the model is fairly sure it is done (−5); a finished task is answered unless the
+    # model is certain of another call (the bundled model otherwise goes on to accounts, orders and
+    # files nobody asked about).
+    in_loop_step_prior: float = 5.0
+    in_loop_done_prior: float = 10.0
+    pending_name_bias: float = 4.0
+    prerequisite_name_bias: float = 10.0  # a tool a failure names ("Call login first")
     tool_prior_weight: float = 8.0
     semantic_name_weight: float = 0.0
     # After a tool result the request's words say less about which tool comes next.
@@ -72,10 +84,9 @@ class DecisionModel:
             self.coverage_weight * r.coverage + self.name_weight * r.name + self.semantic_weight * r.semantic
         )
 
-    def prior(self, ranked: Sequence[ToolRelevance], *, in_loop: bool) -> float:
-        raw = max(self.evidence(r) for r in ranked) + self.offset
-        scale = self.in_loop_scale if in_loop else 1.0
-        return scale * raw / self.log_odds_weight
+    def prior(self, ranked: Sequence[ToolRelevance]) -> float:
+        """The fresh ask's prior: the best-fitting tool's evidence, in the model's log-odds units."""
+        return (max(self.evidence(r) for r in ranked) + self.offset) / self.log_odds_weight
 
     def name_score(self, r: ToolRelevance) -> float:
         """A tool's share of the name prior."""
@@ -137,9 +148,14 @@ def steering_for(
         semantic, model = None, DecisionModel()
     ranked = relevance(messages, tools, semantic)
     in_loop = bool(messages) and messages[-1].role == "tool"
-    prior = model.prior(ranked, in_loop=in_loop) if decide else 0.0
+    step = next_step(messages, tools, ranked, model) if in_loop else None
+    prior = 0.0 if not decide else step.prior if step is not None else model.prior(ranked)
     weight = model.in_loop_tool_prior_weight if in_loop else model.tool_prior_weight
     name_prior = {r.tool: weight * model.name_score(r) for r in ranked} if names and len(tools) > 1 else {}
+    if name_prior and step is not None:
+        for tool in step.pending:
+            named = tool in step.named
+            name_prior[tool] += model.prerequisite_name_bias if named else model.pending_name_bias
     max_calls = enumerated_items(request_text(messages)) if cap and not in_loop else None
     # Items one call can hold ("a triangle with sides 3, 4 and 5") do not ask for more calls.
     several = max_calls is not None and max_calls > 1 and not any(_holds(t, max_calls) for t in tools)

@@ -534,3 +534,45 @@ async def test_variants_of_one_call_merge_into_it(scripted) -> None:
         client, _ = scripted([json.dumps({"tool_calls": hedged[:2]})])
         r = (await client.post("/v1/chat/completions", json={**body(preset=preset), **ask, **extra})).json()
         assert len(r["choices"][0]["message"]["tool_calls"]) == 2, preset
+
+
+def _tool(name: str, description: str, **props: dict[str, Any]) -> dict[str, Any]:
+    parameters = {"type": "object", "properties": props, "required": list(props)}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+FIND = _tool("find_orders", "Find the user's orders for an item; returns order ids.", item={"type": "string"})
+CANCEL = _tool(
+    "cancel_order",
+    "Cancel an order by its numeric id (use find_orders to get it).",
+    order_id={"type": "integer"},
+)
+
+
+async def test_a_call_missing_a_value_another_tool_gives_becomes_that_tools_call(scripted) -> None:
+    """Nobody said the order id: find_orders gives it, so its call comes first (when the conversation
+    says its own values); otherwise the call is abstained from as before."""
+    ask = {
+        "messages": [{"role": "user", "content": "Cancel my order for the lamp."}],
+        "tools": [CANCEL, FIND],
+    }
+    request = {**body(preset="strict"), **ask}
+    client, engines = scripted([call("cancel_order", {"order_id": 7}), '{"item": "lamp"}'])
+    r = (await client.post("/v1/chat/completions", json=request)).json()
+    (tc,) = r["choices"][0]["message"]["tool_calls"]
+    assert (tc["function"]["name"], json.loads(tc["function"]["arguments"])) == (
+        "find_orders",
+        {"item": "lamp"},
+    )
+    assert kinds(r) == ["call_redirected"] and r["tether"]["generations"] == 2
+    assert "find_orders gives it first" in engines[0].prompts[1]
+    assert '["lamp"]' in engines[0].prompts[1]  # asked for within the request's own words
+    # The source's own values must be said too.
+    vague = {**request, "messages": [{"role": "user", "content": "Cancel my order."}]}
+    client, _ = scripted([call("cancel_order", {"order_id": 7}), '{"item": "sofa"}', "Which order?"])
+    r = (await client.post("/v1/chat/completions", json=vague)).json()
+    assert r["choices"][0]["message"]["content"] == "Which order?"
+    assert kinds(r) == ["call_abstained", "answer_redecided"]

@@ -9,17 +9,23 @@ or numbers is first asked again with them limited to the request's words and num
 says them all. With ``drop_unsaid``, the optional values nobody said that would override the
 tool's default are then left out of a call that stands (``args_dropped``); they count in its share
 first: a call of mostly guesses is a guess, whichever of its values are optional.
+
+A call abstained from for a value that another offered tool gives ("use find_orders to get it",
+:mod:`tether.selection.sources`) becomes that tool's call instead, when the conversation says its
+values (``call_redirected``): the step the request needs first.
 """
 
 from __future__ import annotations
 
 from tether.calls import ToolCall
+from tether.guardrails.arguments import FieldError
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import FixArguments, GuardContext, StepRun
 from tether.guardrails.values import regrounded_tool
 from tether.selection.decision import request_text
 from tether.selection.grounded import check_call, unsaid_optional
 from tether.selection.relevance import mentioned_flags
+from tether.selection.sources import narrowed_source, source_tool
 
 __all__ = ["grounding"]
 
@@ -55,6 +61,10 @@ def grounding(call: ToolCall, ctx: GuardContext) -> StepRun:
             detail = f"{found.share:.0%} of its values occur in the conversation"
         elif config.abstain_unsaid and found.unsaid:
             detail = f"the conversation does not say its {', '.join(found.unsaid)}"
+        if detail and found.unsaid and config.repair and ctx.can_regenerate:
+            first = yield from _source_first(call, found.unsaid, ctx)
+            if first is not None:
+                return first
         if detail:
             ctx.notes.append(Intervention("call_abstained", detail, name, dict(call.arguments), None))
             return None
@@ -63,3 +73,26 @@ def grounding(call: ToolCall, ctx: GuardContext) -> StepRun:
         ctx.notes.append(Intervention("args_dropped", detail, name, dict(call.arguments), kept))
         call = call.with_repairs("args_dropped", arguments=kept)
     return call
+
+
+def _source_first(call: ToolCall, unsaid: tuple[str, ...], ctx: GuardContext) -> StepRun:
+    """The call of the tool that gives ``call``'s unsaid values (:func:`source_tool`), when the
+    conversation says all of its own values; None when there is none."""
+    called = ctx.by_name[call.name]
+    source = source_tool(called, unsaid, ctx.tools)
+    if source is None:
+        return None
+    why = f"the conversation does not say {', '.join(unsaid)}: {source.name} gives it first"
+    asked = narrowed_source(source, called, request_text(ctx.history))
+    error = FieldError("", why, f"a call of {source.name}", dict(asked.parameters))
+    answer = yield from ctx.ask(FixArguments(ctx.history, asked, ToolCall(source.name, {}), (error,)))
+    args = answer.value if answer is not None else None
+    if not isinstance(args, dict):
+        return None
+    found = check_call(args, source.parameters, ctx.spoken, source.name)
+    if found.unsaid or (found.share is not None and found.share < ctx.config.abstain_below):
+        return None
+    ctx.notes.append(
+        Intervention("call_redirected", why, call.name, dict(call.arguments), {source.name: args})
+    )
+    return ToolCall(source.name, args, call.id, repairs=(*call.repairs, "call_redirected"))

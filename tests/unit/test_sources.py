@@ -1,0 +1,45 @@
+"""Where a value nobody said comes from: the offered tool that gives it."""
+
+from __future__ import annotations
+
+from tether.grammar.formats.base import ToolSpec
+from tether.selection.sources import narrowed_source, source_tool
+
+
+def tool(name: str, description: str) -> ToolSpec:
+    return ToolSpec(name, description, {"type": "object", "properties": {}})
+
+
+FIND = tool("find_orders", "Find the user's orders for an item; returns order ids and statuses.")
+CANCEL = tool("cancel_order", "Cancel an order by its numeric id (use find_orders to get it).")
+SEARCH = tool("search_products", "Search the shop catalogue; returns product ids.")
+ADD = tool("add_to_cart", "Add a product to the cart by product id.")
+WEATHER = tool("get_weather", "The weather in a city.")
+
+
+def test_the_tool_the_description_names_gives_it() -> None:
+    assert source_tool(CANCEL, ["order_id"], [CANCEL, FIND, WEATHER]) is FIND
+
+
+def test_else_the_one_tool_that_speaks_of_the_value() -> None:
+    assert source_tool(ADD, ["product_id"], [ADD, SEARCH, WEATHER]) is SEARCH
+    assert source_tool(ADD, ["quantity"], [ADD, SEARCH, WEATHER]) is None
+    assert (
+        source_tool(ADD, ["product_id"], [ADD, SEARCH, tool("list_products", "Lists product ids.")]) is None
+    )
+    assert source_tool(WEATHER, ["city"], [WEATHER]) is None  # never the tool itself
+
+
+def test_the_source_is_asked_for_with_the_requests_own_words() -> None:
+    find = ToolSpec(
+        "find_orders",
+        FIND.description,
+        {
+            "type": "object",
+            "properties": {"item": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["item"],
+        },
+    )
+    asked = narrowed_source(find, CANCEL, "Cancel my order for the lamp.")
+    assert asked.parameters["properties"] == {"item": {"type": "string", "enum": ["lamp"]}}
+    assert asked.parameters["required"] == ["item"] and asked.parameters["additionalProperties"] is False
