@@ -7,9 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.socket_server import serving
+from tether.config import ServerConfig
 from tether.engine.batch import BatchedLlama
+from tether.engine.embedding import LlamaEmbedder
 from tether.engine.llama_cpp import LlamaCppEngine
-from tether.engine.locate import bundled_model_path
+from tether.engine.locate import bundled_embedding_model_path, bundled_model_path
+from tether.engine.scheduler import Scheduler
+from tether.proxy.app import create_app
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,3 +40,14 @@ def batched() -> Iterator[BatchedLlama]:
     yield engine
     for slot in engine.slots():
         slot.close()
+
+
+@pytest.fixture(scope="module")
+def served_as_serve(smollm: LlamaCppEngine) -> Iterator[str]:
+    """The bundled model served as ``tether serve`` serves it, with the bundled embedding model
+    (relevance in meaning, the invented-result check), over a real socket: its base URL."""
+    embedder = LlamaEmbedder(bundled_embedding_model_path(), n_threads=1)
+    app = create_app(ServerConfig(), Scheduler([smollm]), embedder=embedder)
+    with serving(app) as url:
+        yield url
+    embedder.close()

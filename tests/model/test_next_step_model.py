@@ -5,19 +5,12 @@ with that tool first."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.socket_server import ask_with_tools, serving
-from tether.config import ServerConfig
-from tether.engine.embedding import LlamaEmbedder
-from tether.engine.llama_cpp import LlamaCppEngine
-from tether.engine.locate import bundled_embedding_model_path
-from tether.engine.scheduler import Scheduler
-from tether.proxy.app import create_app
+from tests.support.socket_server import ask_with_tools
 
 
 def tool(name: str, description: str, **props: dict[str, Any]) -> dict[str, Any]:
@@ -52,11 +45,8 @@ ASK = "Log in as jdoe and tell me the balance of my checking account."
 
 
 @pytest.fixture(scope="module")
-def base(smollm: LlamaCppEngine) -> Iterator[str]:
-    embedder = LlamaEmbedder(bundled_embedding_model_path(), n_threads=1)
-    app = create_app(ServerConfig(), Scheduler([smollm]), embedder=embedder)
-    with serving(app) as url:
-        yield url
+def base(served_as_serve: str) -> str:
+    return served_as_serve
 
 
 def after(base: str, *exchanges: tuple[str, dict[str, Any], str]) -> dict[str, Any]:

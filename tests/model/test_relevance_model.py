@@ -8,18 +8,11 @@ the invented-result check), over a real socket.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.socket_server import ask_with_tools, serving
-from tether.config import ServerConfig
-from tether.engine.embedding import LlamaEmbedder
-from tether.engine.llama_cpp import LlamaCppEngine
-from tether.engine.locate import bundled_embedding_model_path
-from tether.engine.scheduler import Scheduler
-from tether.proxy.app import create_app
+from tests.support.socket_server import ask_with_tools
 
 
 def tool(name: str, description: str, **params: str) -> dict[str, Any]:
@@ -56,11 +49,8 @@ QUESTIONS = [
 
 
 @pytest.fixture(scope="module")
-def base(smollm: LlamaCppEngine) -> Iterator[str]:
-    embedder = LlamaEmbedder(bundled_embedding_model_path(), n_threads=1)
-    app = create_app(ServerConfig(), Scheduler([smollm]), embedder=embedder)
-    with serving(app) as url:
-        yield url
+def base(served_as_serve: str) -> str:
+    return served_as_serve
 
 
 @pytest.mark.parametrize(

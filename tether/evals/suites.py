@@ -62,10 +62,18 @@ class EvalItem(Protocol):
     ) -> ItemRecord: ...
 
 
-@dataclass(frozen=True)
-class BfclEvalItem:
-    item: bfcl.BfclItem
-    suite: str = "bfcl"
+class _Entry(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def category(self) -> str: ...
+
+
+class _OfBfcl:
+    """An eval item's category and id, from the BFCL entry it holds."""
+
+    item: _Entry
 
     @property
     def category(self) -> str:
@@ -74,6 +82,12 @@ class BfclEvalItem:
     @property
     def item_id(self) -> str:
         return self.item.id
+
+
+@dataclass(frozen=True)
+class BfclEvalItem(_OfBfcl):
+    item: bfcl.BfclItem
+    suite: str = "bfcl"
 
     async def evaluate(self, client: ChatClient, preset: str, seed: int, options: RunOptions) -> ItemRecord:
         reply = await client.chat(
@@ -102,17 +116,9 @@ class BfclEvalItem:
 
 
 @dataclass(frozen=True)
-class BfclMultiTurnEvalItem:
+class BfclMultiTurnEvalItem(_OfBfcl):
     item: bfcl_multi.MultiTurnItem
     suite: str = "bfcl"
-
-    @property
-    def category(self) -> str:
-        return self.item.category
-
-    @property
-    def item_id(self) -> str:
-        return self.item.id
 
     async def evaluate(self, client: ChatClient, preset: str, seed: int, options: RunOptions) -> ItemRecord:
         backends = bfcl_multi.Backends(self.item)

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 
-import httpx
 import pytest
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is installed by scripts/install_bfcl.sh")
 pytest.importorskip("mpmath", reason="the MathAPI backend's dependency, installed by scripts/install_bfcl.sh")
 
-from tether.config import ServerConfig
-from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import ScriptedEngine
 from tether.evals import bfcl
 from tether.evals.bfcl_deps import multi_turn_modules
@@ -28,26 +25,9 @@ from tether.evals.bfcl_multi import (
 )
 from tether.evals.client import ChatClient
 from tether.evals.suites import load_items
-from tether.proxy.app import create_app
 
-ClientFactory = Callable[[Sequence[str]], tuple[ChatClient, ScriptedEngine]]
-
-
-@pytest.fixture
-async def scripted_client() -> AsyncIterator[ClientFactory]:
-    """The full proxy path on a scripted engine whose window holds BFCL's ~30 tool docs (bytes)."""
-    opened: list[httpx.AsyncClient] = []
-
-    def factory(replies: Sequence[str]) -> tuple[ChatClient, ScriptedEngine]:
-        engine = ScriptedEngine(replies, n_ctx=1 << 17)
-        app = create_app(ServerConfig(), Scheduler([engine]))
-        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test/v1/")
-        opened.append(http)
-        return ChatClient(http, "scripted", "tether"), engine
-
-    yield factory
-    for http in opened:
-        await http.aclose()
+ClientFactory = Callable[..., tuple[ChatClient, ScriptedEngine]]
+WINDOW = 1 << 17  # the scripted engine counts bytes: BFCL's ~30 tool docs fit
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +125,7 @@ async def test_a_perfect_model_through_the_proxy_scores(
 ) -> None:
     category = entry.rsplit("_", 1)[0]
     item = next(i for i in items[category] if i.id == entry)
-    client, engine = scripted_client(_perfect(item))
+    client, engine = scripted_client(_perfect(item), n_ctx=WINDOW)
     backends = Backends(item)
     try:
         result = await run_multi_turn(client, item, "bare", backends)
@@ -172,7 +152,7 @@ async def test_a_turn_past_the_step_limit_ends_the_entry(
     items: dict[str, list[MultiTurnItem]], scripted_client: ClientFactory
 ) -> None:
     item = items["multi_turn_base"][3]
-    client, _ = scripted_client([_keyword_calls(["ls()"])])  # calls forever
+    client, _ = scripted_client([_keyword_calls(["ls()"])], n_ctx=WINDOW)  # calls forever
     backends = Backends(item)
     try:
         result = await run_multi_turn(client, item, "bare", backends)
