@@ -43,3 +43,17 @@ def test_the_source_is_asked_for_with_the_requests_own_words() -> None:
     asked = narrowed_source(find, CANCEL, "Cancel my order for the lamp.")
     assert asked.parameters["properties"] == {"item": {"type": "string", "enum": ["lamp"]}}
     assert asked.parameters["required"] == ["item"] and asked.parameters["additionalProperties"] is False
+
+
+def test_a_tool_that_takes_the_value_too_is_no_source() -> None:
+    find = ToolSpec(
+        "find_movies",
+        "Search movies by location and genre.",
+        {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
+    )
+    times = ToolSpec(
+        "get_times",
+        "Get show times for a movie at a location.",
+        {"type": "object", "properties": {"movie": {"type": "string"}, "location": {"type": "string"}}},
+    )
+    assert source_tool(find, ["location"], [find, times]) is None

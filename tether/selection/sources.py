@@ -5,7 +5,7 @@ conversation does not say the order id, and a small model guesses one. The id is
 say — ``find_orders`` gives it, and its call is what the request needs first. The source of an
 unsaid parameter is the one other offered tool that the called tool's description names ("use
 find_orders to get it"), else the one whose description speaks of the parameter's words ("returns
-product ids" for ``product_id``).
+product ids" for ``product_id``) and does not take it itself.
 """
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ def _says(description: str, key: str) -> bool:
     return bool(words) and all(w in said or f"{w}s" in said or f"{w}es" in said for w in words)
 
 
+def _params(tool: ToolSpec) -> set[str]:
+    props = tool.parameters.get("properties")
+    return set(props) if isinstance(props, dict) else set()
+
+
 def source_tool(tool: ToolSpec, unsaid: Sequence[str], tools: Sequence[ToolSpec]) -> ToolSpec | None:
     """The offered tool that gives ``tool``'s ``unsaid`` values (see the module doc), or None."""
     others = [t for t in tools if t.name != tool.name]
@@ -35,7 +40,8 @@ def source_tool(tool: ToolSpec, unsaid: Sequence[str], tools: Sequence[ToolSpec]
     if len(named) == 1:
         return named[0]
     for key in unsaid:
-        speaking = [t for t in others if _says(t.description, key)]
+        # A tool that takes the value as its own parameter needs it too: it gives something else.
+        speaking = [t for t in others if _says(t.description, key) and key not in _params(t)]
         if len(speaking) == 1:
             return speaking[0]
     return None
