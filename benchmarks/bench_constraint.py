@@ -1,9 +1,11 @@
 """Layer-0 cost on the bundled model, side by side in one run.
 
 Decode tok/s for the same reply length: unconstrained, names mode, strict mode, strict with grounded
-arguments (the ``strict`` preset's layer 0), and llama.cpp's own GBNF grammar from the same JSON schema
-(``LlamaGrammar.from_json_schema``). Then mask build time for 10 / 100 /
-1,000 offered tools and the memory held by cached masks.
+arguments (the ``strict`` preset's layer 0), a structured reply (``response_format``: the whole reply
+held to the schema from its first token), and llama.cpp's own GBNF grammar from the same JSON schema
+(``LlamaGrammar.from_json_schema``). Then what compiling a structured reply's schema costs the first
+time and the second (cached per schema), mask build time for 10 / 100 / 1,000 offered tools and the
+memory held by cached masks.
 Usage: .venv/bin/python -m benchmarks.bench_constraint [--tokens 120] [--rounds 8]
 """
 
@@ -18,6 +20,7 @@ import time
 from typing import Any
 
 import llama_cpp
+import numpy as np
 
 from tether.chat import Message
 from tether.engine.base import SamplingParams, Token
@@ -28,7 +31,7 @@ from tether.engine.template import ChatTemplate
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.provider import ConstraintProvider
-from tether.grammar.spec import GroundingSpec, ReplySpec
+from tether.grammar.spec import GroundingSpec, JsonSpec, ReplySpec
 from tether.turns.layer0 import grounding_source
 
 SCHEMA: dict[str, Any] = {
@@ -66,7 +69,7 @@ def timed(engine: LlamaCppEngine, ids: list[int], tokens: int, processor: Any = 
     first = None
     n = 0
     params = SamplingParams(max_tokens=tokens, temperature=0)
-    for ev in engine.generate(ids, params, constraint=processor):
+    for ev in engine.generate(ids, params, logits_processor=processor):  # Timed wraps a constraint
         if isinstance(ev, Token) and ev.id >= 0:
             n += 1
             if first is None:
@@ -128,20 +131,23 @@ def main() -> None:
     ids = engine.tokenize(build_prompt(template, fmt, msgs, TOOLS))
 
     def processor(mode: str) -> Any:
+        if mode == "reply":  # the budget is far: it never closes the value early here
+            return engine.compile(JsonSpec(SCHEMA, budget=args.tokens * 4), prompt_len=len(ids))
         constrain = "strict" if mode == "grounded" else mode
         # The strict preset's layer 0 grounds values: the grounding index is built per request, so it is timed too.
         grounding = GroundingSpec(grounding_source(msgs), b'"arguments":') if mode == "grounded" else None
         spec = ReplySpec(fmt, tuple(TOOLS), constrain, required=True, grounding=grounding)  # type: ignore[arg-type]
         return engine.compile(spec, prompt_len=len(ids))
 
-    rates: dict[str, list[float]] = {"off": [], "names": [], "strict": [], "grounded": [], "gbnf": []}
-    for mode in ("names", "strict", "grounded"):  # warm the mask caches (first request pays them)
+    order = ["off", "names", "strict", "grounded", "reply", "gbnf"]
+    rates: dict[str, list[float]] = {mode: [] for mode in order}
+    cost: dict[str, list[float]] = {mode: [] for mode in order[1:-1]}
+    for mode in cost:  # warm the mask caches (first request pays them)
         timed(engine, ids, args.tokens, processor(mode))
-    cost: dict[str, list[float]] = {"names": [], "strict": [], "grounded": []}
-    order = ["off", "names", "strict", "grounded", "gbnf"]
     for r in range(args.rounds):
         # Rotate the order every round so a load spike does not always hit the same mode.
-        for mode in order[r % 5 :] + order[: r % 5]:
+        at = r % len(order)
+        for mode in order[at:] + order[:at]:
             if mode == "off":
                 rates["off"].append(timed(engine, ids, args.tokens))
             elif mode == "gbnf":
@@ -163,6 +169,14 @@ def main() -> None:
             # Decode speed if the processor's own time were the only difference: the load-independent ratio.
             extra = f"{ms * 1000:>20.3f}{per_token / (per_token + ms):>12.3f}"
         print(f"{mode:<10}{med:>10.1f}{med / base:>10.3f}{extra}")
+    fresh = {**SCHEMA, "properties": {**SCHEMA["properties"], "note": {"type": "string"}}}
+    for attempt in ("first", "second"):
+        start = time.perf_counter()
+        c = engine.compile(JsonSpec(fresh), prompt_len=len(ids))
+        c(np.asarray(ids, dtype=np.intc), np.zeros(engine.info.n_vocab, dtype=np.single))  # first mask
+        print(
+            f"structured reply, a new schema, {attempt} request: {(time.perf_counter() - start) * 1000:.1f} ms"
+        )
     for count in (10, 100, 1000):
         seconds, states, nbytes = mask_build(engine, count)
         print(

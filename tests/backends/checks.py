@@ -27,7 +27,7 @@ from tether.engine.template import ChatTemplate
 from tether.evals.name_fix import CASES, FEW_SHOT, TOOLS
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, ReplySpec
 from tether.proxy.app import create_app
 from tether.server import load_engines
 
@@ -129,10 +129,26 @@ def check_strict_calls_are_schema_valid(base: str) -> None:
     assert calls >= len(CASES[::5])
 
 
-def layer0_specs(format_name: str) -> tuple[ReplySpec, ReplySpec]:
-    """Layer 0 for the name-fix tools in a format: strict, and names only with a call required."""
+CITY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "country": {"type": "string"},
+        "population": {"type": "integer"},
+    },
+    "required": ["name", "country", "population"],
+}
+
+
+def layer0_specs(format_name: str) -> tuple[ReplySpec, ...]:
+    """Layer 0 for the name-fix tools in a format: strict, names only with a call required, and strict
+    beside a structured answer."""
     fmt = get_format(format_name)
-    return ReplySpec(fmt, TOOLS, "strict"), ReplySpec(fmt, TOOLS, "names", required=True, parallel=False)
+    return (
+        ReplySpec(fmt, TOOLS, "strict"),
+        ReplySpec(fmt, TOOLS, "names", required=True, parallel=False),
+        ReplySpec(fmt, TOOLS, "strict", answer=JsonSpec(CITY_SCHEMA, "City")),
+    )
 
 
 def stream_tool_calls(
@@ -226,7 +242,7 @@ def check_repair_constraint(engine: Engine, schema: dict[str, Any], ask: str) ->
     )
     for temperature, seed in ((0.0, None), (0.9, 1), (0.9, 2), (0.9, 3)):
         params = SamplingParams(max_tokens=160, temperature=temperature, seed=seed)
-        spec = ArgumentsSpec(ToolSpec("f", "", schema))
+        spec = JsonSpec.of_tool(ToolSpec("f", "", schema))
         text, done = _generated(engine, ids, params, constraint=engine.compile(spec, prompt_len=len(ids)))
         assert done.finish_reason == "stop"  # the constraint closed the object, the server ended the reply
         jsonschema.validate(json.loads(text), schema)

@@ -8,10 +8,13 @@ the model writing names that are not offered.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import pytest
+from openai import OpenAI
+from pydantic import BaseModel
 
 from tests.backends.checks import (
     OFFERED,
@@ -102,3 +105,28 @@ def test_hang_up_frees_the_slot_here_and_on_the_server(tether_url: str, llama_se
         server_busy=lambda: llama_server_busy(llama_server),
         server="llama-server",
     )
+
+
+def test_a_structured_reply_through_llama_server(tether_url: str) -> None:
+    """The openai SDK's typed reply through tether in front of llama-server: the schema is GBNF there."""
+
+    class City(BaseModel):
+        name: str
+        country: str
+        population: int
+
+    with OpenAI(base_url=tether_url + "/v1", api_key="unused", max_retries=0) as client:
+        reply = client.beta.chat.completions.parse(
+            model="smollm2-135m-instruct",
+            response_format=City,
+            messages=[{"role": "user", "content": "Tell me about Lisbon."}],
+        )
+        assert isinstance(reply.choices[0].message.parsed, City), reply.choices[0].message.content
+        anything = client.chat.completions.create(
+            model="smollm2-135m-instruct",
+            response_format={"type": "json_object"},
+            messages=[{"role": "user", "content": "Describe a cat."}],
+            max_tokens=200,
+        )
+        text = anything.choices[0].message.content or ""
+        assert anything.choices[0].finish_reason == "length" or isinstance(json.loads(text), dict), text

@@ -38,10 +38,12 @@ def call(name: str, arguments: dict[str, Any]) -> str:
 
 
 class Recorded:
-    """An app that keeps the JSON body of every ``POST /v1/chat/completions`` it is sent."""
+    """An app that keeps the JSON body of every ``POST /v1/chat/completions`` it is sent; the fields
+    in ``ignore`` are then left out (a server that does not know them)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, ignore: tuple[str, ...] = ()) -> None:
         self.app = app
+        self.ignore = ignore
         self.bodies: list[dict[str, Any]] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,7 +57,10 @@ class Recorded:
             parts.append(message.get("body", b""))
             more = bool(message.get("more_body"))
         body = b"".join(parts)
-        self.bodies.append(json.loads(body))
+        data = json.loads(body)
+        self.bodies.append(data)
+        if self.ignore:
+            body = json.dumps({k: v for k, v in data.items() if k not in self.ignore}).encode()
         pending = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def replay() -> Message:
@@ -65,9 +70,11 @@ class Recorded:
 
 
 @contextmanager
-def back_server(engine: ScriptedEngine, **config: Any) -> Iterator[tuple[str, Recorded]]:
+def back_server(
+    engine: ScriptedEngine, *, ignore: tuple[str, ...] = (), **config: Any
+) -> Iterator[tuple[str, Recorded]]:
     """A scripted tether that passes its engine's output through: its URL and its recorder."""
-    app = Recorded(scripted_app(engine, **{"preset": "bare", "constrain": "off", **config}))
+    app = Recorded(scripted_app(engine, **{"preset": "bare", "constrain": "off", **config}), ignore)
     with serving(app) as url:
         yield url, app
 

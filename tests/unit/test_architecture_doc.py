@@ -38,7 +38,7 @@ NAMED = [
     ("ENGINE_LOADERS", "tether/server.py"),
     ("ReplySpec", "tether/grammar/spec.py"),
     ("NameChoiceSpec", "tether/grammar/spec.py"),
-    ("ArgumentsSpec", "tether/grammar/spec.py"),
+    ("JsonSpec", "tether/grammar/spec.py"),
     ("ChatCore", "tether/turns/core.py"),
     ("ChatBackendCore", "tether/turns/chat_core.py"),
     ("TurnPipeline", "tether/turns/stages.py"),

@@ -23,6 +23,7 @@ import numpy.typing as npt
 import structlog
 
 from tether.grammar.automata import Automaton, State
+from tether.grammar.closing import Closer
 from tether.grammar.masks import Mask, MaskCache
 from tether.grammar.plan import ConstraintPlan
 from tether.grammar.regex import RegexPart
@@ -36,8 +37,13 @@ log = structlog.get_logger(__name__)
 
 def in_tail(state: State) -> bool:
     """True once the automaton has entered its trailing ``AnyTail`` (the guarded region is over)."""
-    while isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], int):
-        state = state[1]
+    while isinstance(state, tuple):
+        if len(state) == 1 and isinstance(state[0], tuple):
+            state = state[0]  # the one branch of a choice still alive
+        elif len(state) == 2 and isinstance(state[0], int):
+            state = state[1]
+        else:
+            break
     return bool(state == "tail")
 
 
@@ -62,6 +68,7 @@ class ToolConstraint:
         *,
         primed: bytes = b"",
         steering: Steering | None = None,
+        budget: int | None = None,
     ) -> None:
         self.plan = plan
         self.vocab = vocab
@@ -82,6 +89,10 @@ class ToolConstraint:
         self.values = ValueRuns() if plan.strict_args and self.steering.bound_values else None
         self._in_schema = False
         self._max_marker = max((len(m) for m in plan.markers), default=0)
+        # A reply held from its first token closes within its token budget (see Closer).
+        self.closer = (
+            Closer(self.automaton, vocab, budget) if budget is not None and plan.from_start else None
+        )
         if plan.from_start:
             self.stats.armed += 1
         if primed:
@@ -156,6 +167,12 @@ class ToolConstraint:
             log.warning("constraint_dead_end", state=repr(self.state)[:120])
             mask = Mask(allowed=np.asarray(sorted(self.vocab.eos_ids), dtype=np.int32), blocked=None)
         logits = mask.apply(logits)
+        if self.closer is not None:
+            way = self.closer.allowed(self.state, self.seen - self.prompt_len)
+            if way is not None and np.isfinite(logits[way]).any():
+                out = np.full_like(logits, -np.inf)
+                out[way] = logits[way]
+                logits = out
         steering = self.steering
         if steering.decide and self.decision is None:
             split = self.masks.split(self.state)

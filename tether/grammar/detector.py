@@ -29,6 +29,7 @@ from enum import Enum
 
 from tether.calls import ToolCall
 from tether.grammar.formats.base import JsonTextEnvelope, ParseResult, ToolCallFormat, ToolSpec
+from tether.grammar.jsonpieces import STRING_STOP, Envelope, decode_escape
 
 __all__ = ["StreamDetector", "StreamEvent", "TextDelta", "ToolCallDone", "scan"]
 
@@ -57,6 +58,7 @@ class _State(Enum):
     REGION = 2
     ENVELOPE = 3
     AFTER_ENVELOPE = 4
+    VALUE = 5  # a structured answer in the envelope: ``{"response": {...}}``
 
 
 class _Node:
@@ -107,81 +109,6 @@ class _Trie:
         return len(text), 0
 
 
-class _Envelope:
-    """Tolerant matcher for a text envelope prefix such as ``{"response": "``."""
-
-    _GAP = ""
-
-    def __init__(self, envelope: JsonTextEnvelope) -> None:
-        tokens: list[str] = []
-        for ch in envelope.prefix:
-            if ch.isspace() or ch in "{}[]:,":
-                if not tokens or tokens[-1] != self._GAP:
-                    tokens.append(self._GAP)
-                if ch.isspace():
-                    continue
-                tokens.extend((ch, self._GAP))
-            elif tokens and tokens[-1] != self._GAP and tokens[-1] not in "{}[]:,":
-                tokens[-1] += ch
-            else:
-                tokens.append(ch)
-        self.tokens = tokens
-
-    def match(self, text: str) -> int | None:
-        """Length of the matched prefix; 0: cannot match; None: undecided."""
-        i = 0
-        for tok in self.tokens:
-            if tok == self._GAP:
-                while i < len(text) and text[i].isspace():
-                    i += 1
-                if i == len(text):
-                    return None
-                continue
-            piece = text[i : i + len(tok)]
-            if not tok.startswith(piece):
-                return 0
-            if len(piece) < len(tok):
-                return None
-            i += len(tok)
-        return i
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
-_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
-_LOW_PREFIX = re.compile(r"\\(?:u(?:[dD](?:[c-fC-F][0-9a-fA-F]{0,2})?)?)?")
-_STRING_STOP = re.compile(r'["\\]')
-
-
-def _escape(buf: str, j: int, final: bool) -> tuple[str, int] | None:
-    """Decode the JSON escape at ``buf[j]`` (a backslash): (text, next index), None if cut off."""
-    n = len(buf)
-    if j + 1 >= n:
-        return None if not final else (buf[j:], n)
-    c = buf[j + 1]
-    if c in _ESCAPES:
-        return _ESCAPES[c], j + 2
-    if c != "u":
-        return buf[j : j + 2], j + 2
-    digits = buf[j + 2 : j + 6]
-    if len(digits) < 4 and re.fullmatch(r"[0-9a-fA-F]*", digits):
-        return None if not final else (buf[j:], n)
-    if not _HEX4.fullmatch(digits):
-        return buf[j : j + 2], j + 2
-    cp = int(digits, 16)
-    if 0xD800 <= cp < 0xDC00:
-        rest = buf[j + 6 : j + 12]
-        if len(rest) < 6 and not final and (not rest or _LOW_PREFIX.fullmatch(rest)):
-            return None
-        if len(rest) == 6 and rest[:2] == "\\u" and _HEX4.fullmatch(rest[2:]):
-            low = int(rest[2:], 16)
-            if 0xDC00 <= low < 0xE000:
-                return chr(0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00)), j + 12
-        return "\ufffd", j + 6
-    if 0xDC00 <= cp < 0xE000:
-        return "\ufffd", j + 6
-    return chr(cp), j + 6
-
-
 class StreamDetector:
     """Incremental tool-call detection for one assistant message of format ``fmt``."""
 
@@ -189,7 +116,11 @@ class StreamDetector:
         self._fmt = fmt
         self._tools = tuple(tools)
         self._trie = _Trie(fmt.begin)
-        self._envelope = _Envelope(fmt.text_envelope) if fmt.text_envelope else None
+        self._envelope = Envelope(fmt.text_envelope) if fmt.text_envelope else None
+        # The envelope's prefix up to its string's quote: a JSON value in its place is the answer.
+        self._value_envelope = (
+            Envelope(JsonTextEnvelope(fmt.text_envelope.prefix.rstrip('"'))) if fmt.text_envelope else None
+        )
         self._state = _State.START
         self._buf = ""
         self._skip = 0
@@ -207,6 +138,7 @@ class StreamDetector:
             _State.REGION: self._region,
             _State.ENVELOPE: self._string,
             _State.AFTER_ENVELOPE: self._after_string,
+            _State.VALUE: self._value,
         }
 
     def feed(self, text: str) -> list[StreamEvent]:
@@ -281,6 +213,13 @@ class StreamDetector:
                 self._buf = head[matched:]
                 self._state = _State.ENVELOPE
                 return True
+            valued = self._valued(head)
+            if valued is None and not final:
+                return False
+            if valued:
+                self._buf = head[valued:]
+                self._state = _State.VALUE
+                return True
         decision = self._fmt.arm(head)
         if decision is None and not final:
             return False
@@ -341,7 +280,7 @@ class StreamDetector:
         buf = self._buf
         out: list[str] = []
         i = 0
-        while (m := _STRING_STOP.search(buf, i)) is not None:
+        while (m := STRING_STOP.search(buf, i)) is not None:
             j = m.start()
             out.append(buf[i:j])
             if buf[j] == '"':
@@ -353,7 +292,7 @@ class StreamDetector:
                 self._buf = buf[j + 1 :]
                 self._state = _State.AFTER_ENVELOPE
                 return True
-            decoded = _escape(buf, j, final)
+            decoded = decode_escape(buf, j, final)
             if decoded is None:
                 self._emit("".join(out))
                 self._buf = buf[j:]
@@ -363,6 +302,32 @@ class StreamDetector:
         out.append(buf[i:])
         self._emit("".join(out))
         self._buf = ""
+        return False
+
+    def _valued(self, head: str) -> int | None:
+        """Length of an envelope prefix followed by a JSON value that is no string; 0: none; None:
+        undecided."""
+        assert self._value_envelope is not None
+        n = self._value_envelope.match(head)
+        if not n:
+            return n
+        rest = head[n:].lstrip()
+        if not rest:
+            return None
+        return 0 if rest[0] == '"' else len(head) - len(rest)
+
+    def _value(self, final: bool) -> bool:
+        """The structured answer streams as it is written; the envelope's closing brace does not (the
+        last character is held back: it may be that brace)."""
+        body = self._buf.rstrip()
+        if final:
+            self._emit((body[:-1] if body.endswith("}") else body).rstrip())
+            self._held_ws = ""  # the space before the envelope's brace is the envelope's
+            self._buf = ""
+            return False
+        if len(body) > 1:
+            self._emit(self._buf[: len(body) - 1])
+            self._buf = self._buf[len(body) - 1 :]
         return False
 
     def _after_string(self, final: bool) -> bool:

@@ -4,7 +4,7 @@
 becomes the format's trigger grammar over the offered tools with its steering
 (:class:`~tether.grammar.constraint.ToolConstraint`), followed by the grounding processor when the
 spec asks for one (:class:`~tether.grammar.grounding.GroundingProcessor`); a name choice or an
-arguments spec becomes the whole-output grammar of the guard's re-pick or repair. Plans and mask
+JSON spec becomes the whole-output grammar of the guard's re-pick, its repair or a structured reply. Plans and mask
 caches are shared across requests through the :class:`~tether.grammar.provider.ConstraintProvider`.
 """
 
@@ -19,7 +19,7 @@ import numpy.typing as npt
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.provider import ConstraintProvider, Vocabulary
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, OutputSpec, ReplySpec
 from tether.grammar.steering import Decision, Steering
 
 __all__ = ["LocalCompiler", "LocalConstraint"]
@@ -66,8 +66,8 @@ class LocalCompiler:
         provider = self.provider
         if isinstance(spec, NameChoiceSpec):
             return LocalConstraint(spec, provider.name_choice(spec.names, prompt_len=prompt_len))
-        if isinstance(spec, ArgumentsSpec):
-            return LocalConstraint(spec, provider.arguments(spec.tool, prompt_len=prompt_len))
+        if isinstance(spec, JsonSpec):
+            return LocalConstraint(spec, provider.json(spec, prompt_len=prompt_len))
         return self._reply(spec, prompt_len)
 
     def _reply(self, spec: ReplySpec, prompt_len: int) -> LocalConstraint:

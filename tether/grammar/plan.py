@@ -10,8 +10,9 @@ pieces (a call list or a text answer).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from typing import Literal as Lit
 
 from tether.grammar.atoms import AnyTail, JsonString, Literal, Ws
@@ -20,7 +21,7 @@ from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ToolCallFo
 from tether.grammar.jsonvalue import JsonValue
 from tether.grammar.regex import RegexCompiler
 
-__all__ = ["ConstraintPlan", "Mode", "build_plan", "name_choice_plan", "schema_plan"]
+__all__ = ["ConstraintPlan", "Mode", "build_plan", "json_plan", "name_choice_plan", "value_automaton"]
 
 Mode = Lit["names", "strict"]
 
@@ -51,6 +52,7 @@ def _whole_reply(
     *,
     required: bool,
     parallel: bool,
+    answer: Automaton | None,
 ) -> Automaton:
     conts: dict[str, Automaton] = {
         t.name: Seq(Literal(reply.args_open), _args(t, mode, regexes), Literal(reply.call_close))
@@ -61,8 +63,10 @@ def _whole_reply(
     calls = Seq(Literal(reply.calls_open), call, *more, Literal(reply.calls_close))
     if required:
         return calls
-    answer = Seq(Literal(reply.answer_open), JsonString(nonempty=True), Literal(reply.answer_close))
-    return Choice(calls, answer)
+    # The answer in the format's envelope: a text, or a structured answer's value in the text's place
+    # (the call-or-answer point is the same either way).
+    value = JsonString(nonempty=True) if answer is None else answer
+    return Choice(calls, Seq(Literal(reply.answer_open), value, Literal(reply.answer_close)))
 
 
 def _json_slot(
@@ -103,13 +107,16 @@ def build_plan(
     *,
     required: bool = False,
     parallel: bool = True,
+    answer: Automaton | None = None,
 ) -> ConstraintPlan:
-    """The guard for one request. ``required`` (tool_choice required or named) arms from the first token."""
+    """The guard for one request. ``required`` (tool_choice required or named) arms from the first token;
+    ``answer``: a text answer must be this value (a structured reply), so the grammar holds the reply
+    from its first token: a call or that value (in a whole-reply format's envelope)."""
     if not tools:
         raise ValueError("a constraint needs at least one offered tool")
     if fmt.whole_reply is not None:
         reply = fmt.whole_reply
-        auto = _whole_reply(reply, tools, mode, regexes, required=required, parallel=parallel)
+        auto = _whole_reply(reply, tools, mode, regexes, required=required, parallel=parallel, answer=answer)
         return ConstraintPlan(auto, (), True, False, mode == "strict", reply.calls_close.encode())
     slot = fmt.name_slot
     if isinstance(slot, JsonNameSlot):
@@ -117,13 +124,21 @@ def build_plan(
     else:
         region, strict = _inline_slot(fmt, slot, tools, mode, regexes)
     markers = tuple(m.encode() for m in fmt.begin)
+    if answer is not None and not required:
+        # Held from the first token: the format's call (its marker, or a markerless call's own
+        # opening) or the structured answer.
+        call = _alt(markers, region) if markers else region
+        return ConstraintPlan(Choice(call, answer), markers, True, False, strict)
     if required and markers:
         # Forced call: the marker itself is part of the grammar from the first token.
-        forced = Seq(
-            Choice(*(Literal(m) for m in markers)) if len(markers) > 1 else Literal(markers[0]), region
-        )
-        return ConstraintPlan(forced, markers, True, False, strict)
+        return ConstraintPlan(_alt(markers, region), markers, True, False, strict)
     return ConstraintPlan(region, markers, False, fmt.arm_at_start, strict)
+
+
+def _alt(markers: tuple[bytes, ...], region: Automaton) -> Automaton:
+    """One of ``markers``, then ``region``."""
+    opener = Choice(*(Literal(m) for m in markers)) if len(markers) > 1 else Literal(markers[0])
+    return Seq(opener, region)
 
 
 def name_choice_plan(names: Sequence[str]) -> ConstraintPlan:
@@ -131,6 +146,12 @@ def name_choice_plan(names: Sequence[str]) -> ConstraintPlan:
     return ConstraintPlan(NameSwitch({n: Literal("") for n in names}), (), True, False, False)
 
 
-def schema_plan(tool: ToolSpec, regexes: RegexCompiler) -> ConstraintPlan:
-    """The whole reply is one arguments object valid for ``tool`` (argument repair)."""
-    return ConstraintPlan(regexes.schema_part(tool.parameters), (), True, False, True)
+def value_automaton(schema: Mapping[str, Any] | None, regexes: RegexCompiler) -> Automaton:
+    """One JSON value valid for ``schema``; None: any JSON object."""
+    return JsonValue(object_only=True) if schema is None else regexes.schema_part(schema)
+
+
+def json_plan(schema: Mapping[str, Any] | None, regexes: RegexCompiler) -> ConstraintPlan:
+    """The whole reply is one JSON value valid for ``schema`` (None: any object): a structured reply,
+    or the guard's repair of one tool's arguments."""
+    return ConstraintPlan(value_automaton(schema, regexes), (), True, False, schema is not None)

@@ -14,11 +14,10 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tether.grammar.constraint import ToolConstraint
-from tether.grammar.formats.base import ToolSpec
 from tether.grammar.masks import MaskCache
-from tether.grammar.plan import ConstraintPlan, build_plan, name_choice_plan, schema_plan
+from tether.grammar.plan import ConstraintPlan, build_plan, json_plan, name_choice_plan, value_automaton
 from tether.grammar.regex import RegexCompiler
-from tether.grammar.spec import ReplySpec
+from tether.grammar.spec import JsonSpec, ReplySpec
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["ConstraintProvider", "Vocabulary"]
@@ -72,19 +71,29 @@ class ConstraintProvider:
     def plan(self, spec: ReplySpec) -> tuple[ConstraintPlan, MaskCache]:
         """The reply's automaton and its masks (steering aside: it is per request)."""
         tools = tuple((t.name, json.dumps(t.parameters, sort_keys=True)) for t in spec.tools)
-        key = (spec.fmt.name, tools, spec.mode, spec.required, spec.parallel)
+        answer = None if spec.answer is None else ("json", json.dumps(spec.answer.schema, sort_keys=True))
+        key = (spec.fmt.name, tools, spec.mode, spec.required, spec.parallel, answer)
         regexes = self.regexes
         return self._cached(
             key,
             lambda: build_plan(
-                spec.fmt, spec.tools, spec.mode, regexes, required=spec.required, parallel=spec.parallel
+                spec.fmt,
+                spec.tools,
+                spec.mode,
+                regexes,
+                required=spec.required,
+                parallel=spec.parallel,
+                answer=None if spec.answer is None else value_automaton(spec.answer.schema, regexes),
             ),
         )
 
     def constraint(self, spec: ReplySpec, *, prompt_len: int, primed: bytes = b"") -> ToolConstraint:
         """Layer 0 for one generation of ``spec`` (``primed``: reply text already in the prompt)."""
         plan, masks = self.plan(spec)
-        return ToolConstraint(plan, self.vocab, masks, prompt_len, primed=primed, steering=spec.steering)
+        budget = spec.answer.budget if spec.answer is not None else None
+        return ToolConstraint(
+            plan, self.vocab, masks, prompt_len, primed=primed, steering=spec.steering, budget=budget
+        )
 
     def _cached(
         self, key: tuple[object, ...], make: Callable[[], ConstraintPlan]
@@ -106,9 +115,10 @@ class ConstraintProvider:
         plan, masks = self._cached(("names-only", tuple(sorted(names))), lambda: name_choice_plan(names))
         return ToolConstraint(plan, self.vocab, masks, prompt_len)
 
-    def arguments(self, tool: ToolSpec, *, prompt_len: int) -> ToolConstraint:
-        """Argument repair: the reply must be one arguments object valid for ``tool``."""
+    def json(self, spec: JsonSpec, *, prompt_len: int) -> ToolConstraint:
+        """The reply must be one JSON value of ``spec`` (a structured reply; argument repair). The
+        automaton and its masks are kept per schema: a second request with the same one builds nothing."""
         regexes = self.regexes
-        key = ("schema", tool.name, json.dumps(tool.parameters, sort_keys=True))
-        plan, masks = self._cached(key, lambda: schema_plan(tool, regexes))
-        return ToolConstraint(plan, self.vocab, masks, prompt_len)
+        key = ("json", json.dumps(spec.schema, sort_keys=True))
+        plan, masks = self._cached(key, lambda: json_plan(spec.schema, regexes))
+        return ToolConstraint(plan, self.vocab, masks, prompt_len, budget=spec.budget)

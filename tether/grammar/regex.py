@@ -14,12 +14,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from outlines_core import Index, Vocabulary
-from outlines_core.json_schema import build_regex_from_schema
+from outlines_core.json_schema import TIME, build_regex_from_schema
 
 from tether.grammar.automata import Automaton, State
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["RegexCompiler", "RegexPart", "schema_regex"]
+
+# outlines-core's ``format: time`` escapes its fraction's dot twice: a backslash and any byte, which
+# is no JSON string (``"12:00:00\q"``). The pattern it meant:
+_TIME_FIXED = TIME.replace("(\\\\.[0-9]+)?", "(\\.[0-9]+)?")
 
 
 def schema_regex(schema: Mapping[str, Any]) -> str:
@@ -27,7 +31,8 @@ def schema_regex(schema: Mapping[str, Any]) -> str:
     clean = {k: v for k, v in schema.items() if k != "$schema"}
     if not clean.get("properties") and clean.get("type", "object") == "object":
         clean = {"type": "object", "properties": {}, "additionalProperties": False}
-    return str(build_regex_from_schema(json.dumps(clean), whitespace_pattern=r"[ ]?"))
+    regex = str(build_regex_from_schema(json.dumps(clean), whitespace_pattern=r"[ ]?"))
+    return regex.replace(TIME, _TIME_FIXED)
 
 
 class RegexPart(Automaton):

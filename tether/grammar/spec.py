@@ -1,7 +1,7 @@
 """What a generation's output must look like, said once for every engine: the output specs.
 
 Every consumer of layer 0 — the turn core, the guard's re-pick and repair, a chat backend —
-describes the wanted output with one of these engine-neutral specs, and the engine compiles
+describes the wanted output with one of these engine-neutral specs (a structured reply too), and the engine compiles
 it (``Engine.compile``): an in-process engine into a logits processor over its vocabulary
 (:mod:`tether.grammar.local`), llama-server into GBNF with lazy triggers, vLLM into a
 structural tag or JSON schema, Ollama into a JSON schema (:mod:`tether.grammar.remote`).
@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.plan import Mode
 from tether.grammar.steering import Steering
 
-__all__ = ["ArgumentsSpec", "GroundingSpec", "NameChoiceSpec", "OutputSpec", "ReplySpec"]
+__all__ = ["GroundingSpec", "JsonSpec", "NameChoiceSpec", "OutputSpec", "ReplySpec"]
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,31 @@ class GroundingSpec:
 
 
 @dataclass(frozen=True)
+class JsonSpec:
+    """The whole output is one JSON value valid for ``schema`` (None: any JSON object): a structured
+    reply (``response_format``), or the guard's repair of one tool's arguments (:meth:`of_tool`).
+    ``hint`` names the value for grammars that name their rules."""
+
+    schema: Mapping[str, Any] | None
+    hint: str = "reply"
+    # Tokens the generation may write: near the end the value closes as briefly as it can, so the
+    # reply still parses (in-process engines; None: no budget).
+    budget: int | None = None
+
+    @classmethod
+    def of_tool(cls, tool: ToolSpec) -> JsonSpec:
+        """One arguments object valid for ``tool`` (the guard's argument repair)."""
+        return cls(tool.parameters, tool.name)
+
+
+@dataclass(frozen=True)
 class ReplySpec:
     """A reply under the format's tool-call rules over ``tools``.
 
     ``required``: a call must come (``tool_choice`` required or named); ``answer_only``: only a text
-    answer may (a re-decided turn); ``parallel``: more than one call may. ``steering`` and
+    answer may (a re-decided turn); ``parallel``: more than one call may; ``answer``: the text answer
+    is one JSON value of that spec, from its first byte (a structured reply beside the tools: one
+    grammar, a call or the value; its ``budget`` holds for the call too), None: free text. ``steering`` and
     ``grounding`` act on logits: only engines that declare ``layer0_decision`` / ``layer0_grounded``
     are given them.
     """
@@ -54,6 +75,7 @@ class ReplySpec:
     answer_only: bool = False
     steering: Steering | None = None
     grounding: GroundingSpec | None = None
+    answer: JsonSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -63,11 +85,4 @@ class NameChoiceSpec:
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class ArgumentsSpec:
-    """The whole output is one arguments object valid for ``tool`` (the guard's repair)."""
-
-    tool: ToolSpec
-
-
-OutputSpec = ReplySpec | NameChoiceSpec | ArgumentsSpec
+OutputSpec = ReplySpec | NameChoiceSpec | JsonSpec

@@ -244,10 +244,14 @@ def apply_decision(
 ARRAY_MIN_ITEMS = 16
 ARRAY_MIN_CYCLES = 4
 ARRAY_MAX_PERIOD = 8
-# A string may only close once its latest STRING_MIN_BYTES bytes are one unit of at most
-# STRING_MAX_PERIOD bytes repeated: 128 bytes, so at least 8 times the unit.
+# A string may only close once its latest max(STRING_MIN_BYTES, STRING_MIN_CYCLES * period) bytes are
+# one unit of at most STRING_MAX_PERIOD bytes repeated: 128 bytes of a short unit, 4 times a long one
+# (a sentence the model repeats; the reply's repetition stop sees 400 characters, so this closes the
+# string first and the value still parses).
 STRING_MIN_BYTES = 128
-STRING_MAX_PERIOD = 16
+STRING_MIN_CYCLES = 4
+STRING_MAX_PERIOD = 48
+_STRING_NEED = tuple(max(STRING_MIN_BYTES, STRING_MIN_CYCLES * p) for p in range(STRING_MAX_PERIOD + 1))
 
 _ARRAY_NEED = tuple(max(ARRAY_MIN_ITEMS, ARRAY_MIN_CYCLES * p) for p in range(1, ARRAY_MAX_PERIOD + 1))
 
@@ -350,12 +354,19 @@ class ValueRuns:
 
     @property
     def string_over(self) -> bool:
-        """Inside a string whose latest ``STRING_MIN_BYTES`` bytes are one short unit repeated."""
-        if not self.in_string or self.escaped or len(self.buf) - self._str_start < STRING_MIN_BYTES:
+        """Inside a string whose latest bytes are one short unit repeated (see ``STRING_MAX_PERIOD``)."""
+        size = len(self.buf) - self._str_start
+        if not self.in_string or self.escaped or size < STRING_MIN_BYTES:
             return False
-        tail = bytes(self.buf[-STRING_MIN_BYTES:])
+        tail = bytes(self.buf[-min(size, _STRING_NEED[-1]) :])
         last = tail[-1]
-        return any(tail[-1 - p] == last and tail[p:] == tail[:-p] for p in range(1, STRING_MAX_PERIOD + 1))
+        for p in range(1, STRING_MAX_PERIOD + 1):
+            need = _STRING_NEED[p]
+            if need > len(tail):
+                break
+            if tail[-1 - p] == last and tail[-need + p :] == tail[-need:-p]:
+                return True
+        return False
 
     @property
     def near(self) -> bool:

@@ -8,8 +8,9 @@ from tether.calls import ToolCall, decode_arguments, new_call_id
 from tether.chat import Message
 from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
+from tether.grammar.structured import ReplyFormat, reply_format
 from tether.guardrails.presets import GuardConfig
-from tether.proxy.openai_schema import ChatCompletionRequest, ChatMessageIn
+from tether.proxy.openai_schema import ChatCompletionRequest, ChatMessageIn, ResponseFormat
 from tether.proxy.wire import MAX_LOGIT_BIAS, flatten_text, guard_for, stop_strings, tool_specs
 from tether.turns.events import ChatJob, ToolChoice
 
@@ -59,6 +60,21 @@ def _logit_bias(bias: dict[str, float] | None, n_vocab: int) -> tuple[tuple[int,
     return tuple(out)
 
 
+def _reply_format(rf: ResponseFormat | None) -> ReplyFormat | None:
+    """``response_format``: ``json_object`` (any object) or ``json_schema`` (``json_schema.schema``)."""
+    if rf is None or rf.type == "text":
+        return None
+    if rf.type == "json_object":
+        return reply_format(None, param="response_format")
+    declared = rf.json_schema or {}
+    name = declared.get("name")
+    return reply_format(
+        declared.get("schema"),
+        param="response_format.json_schema.schema",
+        name=name if isinstance(name, str) and name else "response",
+    )
+
+
 def job_from_openai(
     req: ChatCompletionRequest,
     *,
@@ -80,11 +96,6 @@ def job_from_openai(
         choice = req.tool_choice.function.name
     if choice == "required" and not tools:
         raise InvalidRequestError("tool_choice 'required' needs at least one tool", param="tool_choice")
-    rf = req.response_format
-    if rf is not None and rf.type == "json_schema":
-        raise InvalidRequestError(
-            "response_format json_schema is not supported yet; use json_object", param="response_format.type"
-        )
     if req.top_logprobs is not None and not req.logprobs:
         raise InvalidRequestError(
             "top_logprobs needs logprobs: true (set logprobs to true to get log-probabilities)",
@@ -113,5 +124,5 @@ def job_from_openai(
         max_tokens_requested=req.max_completion_tokens or req.max_tokens,
         stop=stop_strings(req.stop),
         guard=guard,
-        json_mode=rf is not None and rf.type == "json_object",
+        reply_format=_reply_format(req.response_format),
     )

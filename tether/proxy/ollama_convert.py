@@ -25,6 +25,7 @@ from tether.calls import ToolCall, decode_arguments
 from tether.chat import Message
 from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError, TetherError
+from tether.grammar.structured import ReplyFormat, reply_format
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.middleware import ErrorShapeMiddleware
 from tether.proxy.openai_schema import FunctionDef, TetherOptions
@@ -189,12 +190,11 @@ def _max_tokens(opts: OllamaOptions | None) -> int | None:
     return n
 
 
-def _json_mode(fmt: Format) -> bool:
+def _reply_format(fmt: Format) -> ReplyFormat | None:
+    """``format``: ``"json"`` (any object) or a JSON Schema."""
     if isinstance(fmt, dict):
-        raise InvalidRequestError(
-            'format as a JSON schema is not supported yet; use format "json"', param="format"
-        )
-    return fmt == "json"
+        return reply_format(fmt, param="format")
+    return reply_format(None, param="format") if fmt == "json" else None
 
 
 def _job(
@@ -207,7 +207,7 @@ def _job(
         max_tokens_requested=_max_tokens(req.options),
         stop=stop_strings(req.options.stop if req.options else None),
         guard=guard_for(options.preset if options else None, options.constrain if options else None, guard),
-        json_mode=_json_mode(req.format),
+        reply_format=_reply_format(req.format),
     )
 
 

@@ -104,7 +104,11 @@ async def chat_completions(
         events = await prime(events)
         return EventStreamResponse(_stream_chat(events, reply_to), source=events)
     reply = await collect(events)
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or (None if reply.calls else "")}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": reply.text or (None if reply.calls else ""),
+        "refusal": None,  # tether never refuses in the model's name (the SDK's parse reads it)
+    }
     if reply.calls:
         message["tool_calls"] = [c.to_openai() for c in reply.calls]
     out = reply_to.envelope(

@@ -23,6 +23,7 @@ from tether.calls import ToolCall, decode_arguments
 from tether.chat import Message, Usage
 from tether.engine.base import SamplingParams
 from tether.errors import InvalidRequestError
+from tether.grammar.structured import reply_format
 from tether.guardrails.presets import GuardConfig
 from tether.proxy.openai_schema import TetherOptions
 from tether.proxy.wire import Loose, RequestBody, flatten_text, guard_for, tool_specs
@@ -52,6 +53,9 @@ class ResponsesTool(Loose):
 
 class TextFormat(Loose):
     type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
 
 
 class TextConfig(Loose):
@@ -165,10 +169,6 @@ def job_from_responses(
     if req.background:
         raise InvalidRequestError("background responses are not supported", param="background")
     fmt = req.text.format if req.text and req.text.format else None
-    if fmt is not None and fmt.type == "json_schema":
-        raise InvalidRequestError(
-            "text.format json_schema is not supported yet; use json_object", param="text.format.type"
-        )
     items = [{"role": "user", "content": req.input}] if isinstance(req.input, str) else req.input
     conversation = (*history, *_items(items, history))
     if not conversation:
@@ -198,7 +198,13 @@ def job_from_responses(
         guard=guard_for(
             options.preset if options else None, options.constrain if options else None, default_guard
         ),
-        json_mode=fmt is not None and fmt.type == "json_object",
+        reply_format=None
+        if fmt is None or fmt.type == "text"
+        else reply_format(
+            fmt.schema_ if fmt.type == "json_schema" else None,
+            param="text.format.schema",
+            name=fmt.name or "response",
+        ),
     )
     return job, conversation
 

@@ -40,7 +40,7 @@ from tether.errors import (
     ShuttingDownError,
 )
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec
 from tether.guardrails.pipeline import PickName, Regenerated, Regenerator, Request
 from tether.guardrails.wrap import ask_again
 from tether.turns.core import ChatCore, CoreOptions, Prepared
@@ -132,7 +132,7 @@ class ChatBackendCore(ChatCore):
             job.parallel_tool_calls,
             prepared.params,
             prepared.params.max_tokens if asked else None,
-            job.json_mode,
+            job.reply_format,
             reply,
         )
 
@@ -169,7 +169,7 @@ class ChatBackendCore(ChatCore):
         job = prepared.job
         request = self._request(prepared)
         # Calls the model wrote as text are parsed here too (rescue), in order with the native ones.
-        router = TextRouter(prepared.fmt, prepared.tools, job.stop)
+        router = TextRouter(prepared.fmt, prepared.tools, job.stop, keep=job.reply_format is not None)
         calls = router.calls
         text: list[str] = []
         started = time.monotonic()
@@ -231,7 +231,7 @@ class ChatRegenerator:
             spec = (
                 NameChoiceSpec(tuple(t.name for t in asked.tools))
                 if asked.forced is None
-                else ArgumentsSpec(asked.tools[0])
+                else JsonSpec.of_tool(asked.tools[0])
             )
             limit = 32 if isinstance(request, PickName) else 256  # a name; an arguments object
             reply = self.core.engine.compile(spec, prompt_len=0)

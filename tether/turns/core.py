@@ -26,6 +26,7 @@ from tether.errors import ContextOverflowError, FixedPromptTooLargeError, Invali
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.spec import OutputSpec, ReplySpec
 from tether.grammar.steering import Decision
+from tether.grammar.structured import check_reply
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
 from tether.guardrails.policy import unknown_tool_text
@@ -64,6 +65,14 @@ def _answering(decides: Decides | None) -> bool:
     """The call-or-answer decision chose a text answer."""
     decision = decides.decision if decides is not None else None
     return decision is not None and not decision.called
+
+
+def _unstructured(job: ChatJob, text: str) -> Intervention | None:
+    """The note for a structured reply that does not hold its schema (a backend that does not enforce
+    it); None when it holds, or none was asked."""
+    fmt = job.reply_format
+    problem = check_reply(text, fmt) if fmt is not None else None
+    return None if problem is None else Intervention("reply_invalid", problem)
 
 
 def decision_notes(decision: Decision | None) -> list[Intervention]:
@@ -121,9 +130,9 @@ class ChatCore:
         return tools
 
     def _messages(self, job: ChatJob) -> tuple[Message, ...]:
-        if not job.json_mode:
+        if job.reply_format is None:
             return job.messages
-        note = "Reply with one valid JSON object and nothing else."
+        note = job.reply_format.instruction(tools=bool(offered_tools(job)))
         messages = job.messages
         if messages and messages[0].role == "system":
             return (Message("system", f"{messages[0].content}\n\n{note}".strip()), *messages[1:])
@@ -199,7 +208,11 @@ class ChatCore:
             return
         content = ContentTokens() if prepared.params.logprobs is not None else None  # for logprobs
         router = TextRouter(
-            prepared.fmt, prepared.tools, job.stop, claim=content.claim if content is not None else None
+            prepared.fmt,
+            prepared.tools,
+            job.stop,
+            claim=content.claim if content is not None else None,
+            keep=job.reply_format is not None,
         )
         generated = 0  # tokens seen: a generation cut short (stop string, loop) ends without Done
         started = time.monotonic()
@@ -300,6 +313,9 @@ class ChatCore:
             reason = "tool_calls"
         elif looped:
             reason = "length"  # cut short, as a token limit would have
+        elif reason == "stop" and (invalid := _unstructured(prepared.job, text.text)) is not None:
+            self.stats.record(invalid)
+            notes = (*notes, invalid)
         log.info(
             "generation_finished",
             prompt_tokens=usage.prompt_tokens,

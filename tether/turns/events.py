@@ -18,6 +18,7 @@ from tether.calls import ToolCall
 from tether.chat import Message, Usage
 from tether.engine.base import SamplingParams, Token
 from tether.grammar.formats.base import ToolSpec
+from tether.grammar.structured import ReplyFormat
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.presets import GuardConfig
 
@@ -49,7 +50,8 @@ class ChatJob:
     max_tokens_requested: int | None = None
     stop: tuple[str, ...] = ()
     guard: GuardConfig = field(default_factory=GuardConfig)
-    json_mode: bool = False
+    # A structured reply: the text answer is one JSON value of this format (None: free text).
+    reply_format: ReplyFormat | None = None
     priority: int = 0
     # The call-or-answer decision is made: a call (a text answer that invented a tool's result, decided again).
     call_decided: bool = False

@@ -1,6 +1,8 @@
-"""Layer 0 per request, said once for every engine: the reply's ``ReplySpec``.
+"""Layer 0 per request, said once for every engine: the reply's ``OutputSpec``.
 
-:func:`reply_spec_factory` is the core's spec factory: for a job with offered tools and
+:func:`reply_spec_factory` is the core's spec factory. A structured reply (``response_format``)
+with no tools is one ``JsonSpec`` from the first token; beside tools it is the ``answer`` of the
+reply's spec: one grammar, a call or the value. For a job with offered tools and
 ``constrain`` on, it describes the format's trigger grammar over those tools, with the
 call-or-answer decision and the name prior the preset asks for (:mod:`tether.selection`) and,
 with ``ground``, the conversation's spans argument values may be copied from. The engine
@@ -16,7 +18,7 @@ from dataclasses import replace
 
 from tether.chat import Message
 from tether.grammar.formats.base import JsonNameSlot
-from tether.grammar.spec import GroundingSpec, ReplySpec
+from tether.grammar.spec import GroundingSpec, OutputSpec, ReplySpec
 from tether.selection.decision import DecisionModel, request_text, steering_for
 from tether.selection.enumeration import enumerated_list
 from tether.selection.grounded import conversation_text
@@ -59,10 +61,14 @@ def reply_spec_factory(
     steers = "layer0_decision" in layers
     grounds = "layer0_grounded" in layers
 
-    def factory(prepared: Prepared) -> ReplySpec | None:
+    def factory(prepared: Prepared) -> OutputSpec | None:
         job = prepared.job
         guard = job.guard
-        if not prepared.tools or guard.constrain == "off":
+        fmt = job.reply_format
+        answer = fmt.spec(prepared.params.max_tokens) if fmt is not None else None
+        if not prepared.tools:
+            return answer  # a structured reply holds from the first token, preset or not
+        if guard.constrain == "off":
             return None
         required = job.tool_choice != "auto"
         steering = None
@@ -102,6 +108,7 @@ def reply_spec_factory(
             answer_only=prepared.answer_only,
             steering=steering,
             grounding=grounding,
+            answer=answer,
         )
 
     return factory

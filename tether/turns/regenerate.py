@@ -18,7 +18,7 @@ from tether.engine.prompt import prompt_ids
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
 from tether.grammar.formats.base import ToolCallFormat
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, OutputSpec
 from tether.guardrails.pipeline import FixArguments, PickName, Regenerated, Request
 from tether.guardrails.policy import invalid_arguments_text
 
@@ -94,7 +94,7 @@ class SchedulerRegenerator:
             {"name": request.call.name, "arguments": dict(request.call.arguments)}
         )
         prompt = self._prompt(request.messages, shown, instruction)
-        text, usage = await self._generate(prompt, ArgumentsSpec(tool), 256)
+        text, usage = await self._generate(prompt, JsonSpec.of_tool(tool), 256)
         try:
             value = json.loads(text)
         except json.JSONDecodeError:

@@ -30,7 +30,8 @@ Claim = Callable[[str], tuple[Token, ...]]
 class TextRouter:
     """Routes one generation's text. ``calls``: the calls parsed so far, in order (a caller adds the
     calls it got another way, so that one list keeps the order they came in); ``sent_text``: whether
-    any content has gone out."""
+    any content has gone out; ``text``: all of it, when ``keep`` (a structured reply, checked once
+    it ends)."""
 
     def __init__(
         self,
@@ -39,6 +40,7 @@ class TextRouter:
         stop: Sequence[str],
         *,
         claim: Claim | None = None,
+        keep: bool = False,
     ) -> None:
         self._stops = StopMatcher(stop)
         self._looping = RepetitionStop()
@@ -46,6 +48,8 @@ class TextRouter:
         self._claim = claim
         self.calls: list[ToolCall] = []
         self.sent_text = False
+        self._keep = keep
+        self.text = ""
 
     def feed(self, piece: str) -> list[TextOut]:
         """The content ``piece`` makes ready (some may be held back, to see whether a stop or a call opens)."""
@@ -95,5 +99,7 @@ class TextRouter:
 
     def _out(self, texts: list[str]) -> list[TextOut]:
         self.sent_text = self.sent_text or bool(texts)
+        if self._keep:
+            self.text += "".join(texts)
         claim = self._claim
         return [TextOut(t) if claim is None else TextOut(t, claim(t)) for t in texts]

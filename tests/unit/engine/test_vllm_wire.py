@@ -41,7 +41,7 @@ from tether.engine.template import ChatTemplate
 from tether.errors import BackendUnavailableError
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, ReplySpec
 
 TOOL = ToolSpec("get_time", "The time.", {"type": "object", "properties": {"zone": {"type": "string"}}})
 PARAMS = SamplingParams(
@@ -116,7 +116,7 @@ def test_the_body_carries_layer0_and_nothing_where_it_does_not_apply() -> None:
     ] == {"choice": ["a"]}
     assert (
         "json"
-        in completion_body("m", [1], PARAMS, constraint_fields(ArgumentsSpec(TOOL)))["structured_outputs"]
+        in completion_body("m", [1], PARAMS, constraint_fields(JsonSpec.of_tool(TOOL)))["structured_outputs"]
     )
     answer_only = ReplySpec(get_format("hermes"), (TOOL,), "strict", answer_only=True)
     assert "structured_outputs" not in completion_body("m", [1], PARAMS, constraint_fields(answer_only))
@@ -255,7 +255,7 @@ def _engine_requests() -> list[tuple[str, dict[str, Any]]]:
                 ReplySpec(get_format("hermes"), (TOOL,), "strict"),
                 ReplySpec(get_format("generic"), (TOOL,), "names"),
                 NameChoiceSpec(("a", "b")),
-                ArgumentsSpec(TOOL),
+                JsonSpec.of_tool(TOOL),
             ):
                 compiled = engine.compile(spec, prompt_len=len(PROMPT)) if spec is not None else None
                 list(engine.generate(PROMPT, PARAMS, constraint=compiled))

@@ -7,6 +7,7 @@ from formats_support import TOOLS, assert_split_invariant, collect, run_stream
 
 from tether.grammar.detector import StreamDetector, TextDelta, ToolCallDone
 from tether.grammar.formats import get_format
+from tether.grammar.formats.base import ToolSpec
 
 HERMES_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
@@ -156,3 +157,14 @@ def test_events_match_parse_for_every_prefix_closed() -> None:
     for cut in range(len(text) + 1):
         prefix = text[:cut]
         assert collect(run_stream(fmt, TOOLS, [prefix])) == fmt.parse(prefix, TOOLS)
+
+
+@pytest.mark.parametrize("value", ['{"name": "Lisbon", "tags": {"a": [1, 2]}}', "[1, 2]", "42", "null"])
+def test_a_structured_answer_in_the_envelope_streams_as_the_value(value: str) -> None:
+    """``{"response": <a JSON value>}``: the value is the content, piece by piece, without the envelope."""
+    text = '{"response": ' + value + " }"
+    tool = ToolSpec("get_weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
+    detector = StreamDetector(get_format("generic"), (tool,))
+    events = [e for ch in text for e in detector.feed(ch)] + detector.close()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == value
+    assert not any(isinstance(e, ToolCallDone) for e in events)

@@ -14,7 +14,7 @@ from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.remote import compile_gbnf
 from tether.grammar.remote.gbnf_schema import GbnfBuilder, literal
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, ReplySpec
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -127,7 +127,7 @@ def test_every_format_compiles_to_a_closed_grammar(name: str) -> None:
 def test_name_choice_and_arguments() -> None:
     names = compile_gbnf(NameChoiceSpec(("read_file", "list_dir")))
     assert names is not None and _rules(names.grammar)["root"] == '"read_file" | "list_dir"'
-    args = compile_gbnf(ArgumentsSpec(WEATHER))
+    args = compile_gbnf(JsonSpec.of_tool(WEATHER))
     assert args is not None and _rules(args.grammar)["root"] == "get-weather-object"
 
 
@@ -168,3 +168,32 @@ def test_literals_escape_what_gbnf_needs() -> None:
     assert literal('a"b\\c\nd\te') == '"a\\"b\\\\c\\nd\\te"'
     assert literal("\x01") == '"\\x01"'
     assert literal("é→") == '"é→"'
+
+
+CITY = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
+    "required": ["name", "population"],
+}
+
+
+def test_a_structured_reply_is_its_schema_or_any_object() -> None:
+    city = compile_gbnf(JsonSpec(CITY, "City"))
+    assert city is not None and city.triggers == ()
+    assert _referenced(city.grammar) <= set(_rules(city.grammar))
+    assert '\\"population\\"' in city.grammar
+    anything = compile_gbnf(JsonSpec(None))
+    assert anything is not None and _rules(anything.grammar)["root"] == "object"
+
+
+@pytest.mark.parametrize("name", ["generic", "hermes", "mistral", "llama3_json"])
+def test_beside_tools_a_structured_answer_is_held_from_the_first_token(name: str) -> None:
+    spec = ReplySpec(get_format(name), TOOLS, "strict", answer=JsonSpec(CITY, "City"))
+    grammar = compile_gbnf(spec)
+    assert grammar is not None and grammar.triggers == ()  # not lazy: a call or the value
+    rules = _rules(grammar.grammar)
+    assert _referenced(grammar.grammar) <= set(rules), name
+    assert "get_weather" in grammar.grammar and '\\"population\\"' in grammar.grammar
+    assert ("answer" in rules) == (name == "generic")  # in the envelope, where the format has one
+    only = compile_gbnf(ReplySpec(get_format(name), TOOLS, "strict", answer_only=True, answer=JsonSpec(CITY)))
+    assert only is not None and "get_weather" not in only.grammar

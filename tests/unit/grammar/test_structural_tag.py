@@ -26,7 +26,7 @@ from tether.grammar.formats.base import ToolSpec
 from tether.grammar.remote import compile_ollama, compile_vllm
 from tether.grammar.remote.structural_tag import name_enum_schema, reply_schema, structural_tag
 from tether.grammar.remote.tool_schema import arguments_schema
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, ReplySpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, ReplySpec
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -338,7 +338,7 @@ def test_repick_is_a_choice_for_vllm_and_an_enum_for_ollama() -> None:
 
 
 def test_argument_repair_is_the_tools_strict_schema() -> None:
-    spec = ArgumentsSpec(PYDANTIC)
+    spec = JsonSpec.of_tool(PYDANTIC)
     vllm = compile_vllm(spec)
     assert vllm is not None
     assert vllm.structured_outputs == {"json": compile_ollama(spec)}
@@ -366,7 +366,7 @@ def test_llama_cpp_converts_every_ollama_format() -> None:
         _reply("names", required=True, parallel=False),
         _reply(answer_only=True),
         NameChoiceSpec(("get_weather", "get_time")),
-        *(ArgumentsSpec(t) for t in (PYDANTIC, DRAFT7, TREE, LOOSE, TIME)),
+        *(JsonSpec.of_tool(t) for t in (PYDANTIC, DRAFT7, TREE, LOOSE, TIME)),
     ]
     schemas = [compile_ollama(spec) for spec in specs]
     run = subprocess.run(
@@ -452,7 +452,10 @@ def _vllm_cases() -> list[tuple[Any, list[tuple[str, bool]]]]:
         ),
         (_reply("names", required=True, parallel=False), [('{"response": "Hello"}', False)]),
         (NameChoiceSpec(("get_weather", "get_time")), [("get_time", True), ("get_news", False)]),
-        (ArgumentsSpec(TREE), [('{"label": "a", "kids": [{"label": "b"}]}', True), ('{"label": 1}', False)]),
+        (
+            JsonSpec.of_tool(TREE),
+            [('{"label": "a", "kids": [{"label": "b"}]}', True), ('{"label": 1}', False)],
+        ),
     ]
 
 
@@ -476,3 +479,31 @@ def test_vllm_accepts_the_request_fields_and_xgrammar_holds_the_reply() -> None:
     results = json.loads(run.stdout.strip().splitlines()[-1])
     for (spec, texts), got in zip(cases, results, strict=True):
         assert got == [want for _, want in texts], (spec, texts)
+
+
+def _valid(schema: dict[str, Any], value: Any) -> bool:
+    return not list(jsonschema.Draft202012Validator(schema).iter_errors(value))
+
+
+def test_a_structured_reply_is_its_schema_for_vllm_and_ollama() -> None:
+    trip = PYDANTIC.parameters  # $defs and $ref, as pydantic writes them
+    vllm = compile_vllm(JsonSpec(trip))
+    assert vllm is not None
+    for schema in (vllm.request_fields()["structured_outputs"]["json"], compile_ollama(JsonSpec(trip))):
+        assert schema is not None
+        assert _valid(schema, {"to": {"city": "Lima"}}) and not _valid(schema, {"to": {}})
+    assert compile_ollama(JsonSpec(None)) == {"type": "object"}
+
+
+def test_beside_tools_the_whole_reply_schema_takes_the_structured_answer() -> None:
+    schema = reply_schema(_reply(tools=(PYDANTIC, TREE), answer=JsonSpec(TREE.parameters)))
+    assert schema is not None
+    assert _valid(schema, _calls(("book", {"to": {"city": "Lima"}})))
+    tree = {"label": "a", "kids": [{"label": "b"}]}
+    assert _valid(schema, {"response": tree})  # the answer's value in the envelope, its $defs apart
+    assert not _valid(schema, {"response": "Hello"})  # no free text beside a structured answer
+    only = reply_schema(_reply(answer_only=True, answer=JsonSpec(TREE.parameters)))
+    assert only is not None and _valid(only, {"response": {"label": "a"}})
+    assert not _valid(only, _calls(("get_time", {})))
+    hermes = ReplySpec(get_format("hermes"), TOOLS, "strict", answer=JsonSpec(TREE.parameters))
+    assert compile_ollama(hermes) is not None  # a marker format: Ollama's format holds the answer

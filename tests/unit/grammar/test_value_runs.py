@@ -134,7 +134,7 @@ def test_a_normal_long_string_is_not_closed() -> None:
     assert c.stats.closed_values == 0
     # A separator line shorter than the limit, and a unit longer than any counted period, pass whole.
     rule = "-" * (STRING_MIN_BYTES - 8)
-    cycle = "abcdefghijklmnopqrstuvwxyz" * 12
+    cycle = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ" * 5
     for text in (f"# {rule}\nx = 1", cycle):
         got, _ = written({"type": "string"}, json.dumps(text))
         assert got == text
@@ -187,3 +187,9 @@ def test_the_synthetic_vocabulary_has_the_tokens_the_tests_rely_on() -> None:
     for piece in (b'",', b", ", b"]", b'"'):
         assert vocab.ids_for(piece), piece
     assert np.all(vocab.lengths[vocab.ids_for(b'",')] == 2)
+
+
+def test_a_repeated_sentence_is_closed_before_the_reply_repetition_stop_sees_it() -> None:
+    unit = "# JSON example: {type:object}  "  # 31 bytes: what the bundled model repeated in a reply
+    got, c = written({"type": "string"}, json.dumps(unit * 20))
+    assert c.stats.closed_values > 0 and len(got) < 400

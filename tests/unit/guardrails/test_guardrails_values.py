@@ -140,14 +140,14 @@ def test_a_variant_merges_into_the_earlier_call_without_the_disputed_values() ->
 def test_the_narrowed_tool_compiles_for_a_remote_engine_too() -> None:
     from tether.grammar.remote import compile_gbnf
     from tether.grammar.remote.structural_tag import compile_vllm
-    from tether.grammar.spec import ArgumentsSpec
+    from tether.grammar.spec import JsonSpec
 
     ask = "Find the size of the sculpture with title 'David' by Michelangelo."
     call = ToolCall("sculpture_details", {"artist": "Moses", "title": "David"})
     narrowed = regrounded_tool(call, SCULPTURE, ("artist",), ask, Grounding.of(ask), 0.3)
     assert narrowed is not None
-    grammar = compile_gbnf(ArgumentsSpec(narrowed[0]))
+    grammar = compile_gbnf(JsonSpec.of_tool(narrowed[0]))
     assert (
         grammar is not None and '"\\"Michelangelo\\""' in grammar.grammar and "Moses" not in grammar.grammar
     )
-    assert compile_vllm(ArgumentsSpec(narrowed[0])) is not None
+    assert compile_vllm(JsonSpec.of_tool(narrowed[0])) is not None

@@ -124,3 +124,24 @@ def test_workflow_sessions_block_and_regenerate_in_front_of_a_chat_backend() -> 
     assert any(i["kind"] == "workflow_regenerated" for i in r["tether"]["interventions"])
     first, retry = recorded.bodies  # the blocked turn went back to the server with the tool error
     assert len(retry["messages"]) > len(first["messages"])
+
+
+CITY = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def test_a_structured_reply_is_passed_on_and_checked_when_it_comes_back() -> None:
+    form = {"type": "json_schema", "json_schema": {"name": "City", "schema": CITY}}
+    # A backend that ignores response_format writes what it likes: the reply is flagged, not altered.
+    with (
+        back_server(ScriptedEngine(['{"town": "Lisbon"}']), ignore=("response_format",)) as (back, recorded),
+        front_server(back) as front,
+    ):
+        reply = httpx.post(f"{front}/v1/chat/completions", json=chat(response_format=form), timeout=10).json()
+    assert recorded.bodies[0]["response_format"] == form
+    assert reply["choices"][0]["message"]["content"] == '{"town": "Lisbon"}'
+    (note,) = reply["tether"]["interventions"]
+    assert note["kind"] == "reply_invalid" and "'name' is a required property" in note["detail"]
+    with back_server(ScriptedEngine(['{"name": "Lisbon"}'])) as (back, _), front_server(back) as front:
+        reply = httpx.post(f"{front}/v1/chat/completions", json=chat(response_format=form), timeout=10).json()
+    assert json.loads(reply["choices"][0]["message"]["content"]) == {"name": "Lisbon"}
+    assert not reply["tether"].get("interventions")

@@ -20,7 +20,7 @@ async def test_non_streaming_text(scripted) -> None:
     assert r.status_code == 200
     body = r.json()
     assert body["object"] == "chat.completion"
-    assert body["choices"][0]["message"] == {"role": "assistant", "content": "Hello there!"}
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "Hello there!", "refusal": None}
     assert body["choices"][0]["finish_reason"] == "stop"
     usage = body["usage"]
     assert usage["completion_tokens"] == len(b"Hello there!")

@@ -193,7 +193,15 @@ def test_options_reach_the_generation() -> None:
     [
         ({"model": "nope", "messages": ASK}, 404, "not served here"),
         ({"model": MODEL, "messages": ASK, "options": {"num_predict": 0}}, 400, "num_predict"),
-        ({"model": MODEL, "messages": ASK, "format": {"type": "object"}}, 400, "JSON schema"),
+        (
+            {
+                "model": MODEL,
+                "messages": ASK,
+                "format": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}},
+            },
+            400,
+            "minimum at /properties/n",
+        ),
         ({"model": MODEL, "messages": ASK, "think": True}, 400, "thinking"),
         ({"model": MODEL, "messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, 400, "images"),
         ({"model": MODEL, "messages": [*ASK, {"role": "tool", "content": "x"}]}, 400, "no unanswered call"),

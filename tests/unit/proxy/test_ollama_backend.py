@@ -26,12 +26,14 @@ from tether.engine.base import SamplingParams
 from tether.engine.remote.chat import ChatEnd, ChatPiece, ChatRequest, ChatSlot, backend_info
 from tether.engine.remote.constraint import RemoteConstraint
 from tether.engine.remote.ollama_chat import NATIVE_LAYERS, OllamaChatBackend, connect_ollama
+from tether.engine.remote.openai_chat import OpenAIChatBackend
 from tether.errors import BackendUnavailableError, ConfigError, EngineError
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.remote.structural_tag import compile_ollama, name_enum_schema
 from tether.grammar.remote.tool_schema import arguments_schema
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, OutputSpec, ReplySpec
+from tether.grammar.structured import ReplyFormat
 from tether.server import build_app
 
 TOOL = ToolSpec.from_openai(READ_FILE)
@@ -58,10 +60,11 @@ HISTORY = (
         ChatRequest(HISTORY, (TOOL,), params=SamplingParams(seed=3), max_tokens=64),
         ChatRequest(HISTORY[:1], reply=_compiled(ReplySpec(get_format("generic"), (TOOL,), "strict"))),
         ChatRequest(HISTORY[:1], reply=_compiled(NameChoiceSpec(("read_file", "list_dir")))),
-        ChatRequest(HISTORY[:1], reply=_compiled(ArgumentsSpec(TOOL))),
-        ChatRequest(HISTORY[:1], json_mode=True),
+        ChatRequest(HISTORY[:1], reply=_compiled(JsonSpec.of_tool(TOOL))),
+        ChatRequest(HISTORY[:1], reply_format=ReplyFormat(None)),
+        ChatRequest(HISTORY[:1], reply_format=ReplyFormat(TOOL.parameters, "Args")),
     ],
-    ids=["native-tools", "generic-reply", "repick", "repair", "json"],
+    ids=["native-tools", "generic-reply", "repick", "repair", "json", "schema"],
 )
 def test_request_bodies_are_ollama_chat_requests(request_: ChatRequest) -> None:
     body = BACKEND.body(request_)
@@ -74,11 +77,26 @@ def test_request_bodies_are_ollama_chat_requests(request_: ChatRequest) -> None:
         assert body["options"]["num_predict"] == 64 and body["options"]["seed"] == 3
 
 
+def test_a_structured_reply_is_ollamas_format_and_the_openai_response_format() -> None:
+    schema = TOOL.parameters
+    assert (
+        BACKEND.body(ChatRequest(HISTORY[:1], reply_format=ReplyFormat(schema, "Args")))["format"] == schema
+    )
+    openai = OpenAIChatBackend("http://x", backend_info("openai", "http://x", MODEL, 8192, NATIVE_LAYERS))
+    body = openai.body(ChatRequest(HISTORY[:1], reply_format=ReplyFormat(schema, "Args")))
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "Args", "schema": schema},
+    }
+    body = openai.body(ChatRequest(HISTORY[:1], reply_format=ReplyFormat(None)))
+    assert body["response_format"] == {"type": "json_object"}
+
+
 def test_history_is_sent_in_ollamas_shape() -> None:
     messages = BACKEND.body(ChatRequest(HISTORY, (TOOL,)))["messages"]
     assert messages[1]["tool_calls"] == [{"function": {"name": "read_file", "arguments": {"path": "a.py"}}}]
     assert messages[2] == {"role": "tool", "content": "print(1)", "tool_name": "read_file"}  # named by its id
-    assert BACKEND.body(ChatRequest(HISTORY[:1], json_mode=True))["format"] == "json"
+    assert BACKEND.body(ChatRequest(HISTORY[:1], reply_format=ReplyFormat(None)))["format"] == "json"
 
 
 async def _lines(*chunks: str) -> AsyncIterator[str]:

@@ -180,7 +180,18 @@ def test_the_store_is_bounded_least_recently_used_first() -> None:
         ({"tools": [{"type": "web_search"}]}, "tools[0]"),
         ({"tools": [WEATHER], "tool_choice": {"type": "allowed_tools", "tools": []}}, "tool_choice"),
         ({"tool_choice": "required"}, "tool_choice"),
-        ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {}}}}, "text.format.type"),
+        (
+            {
+                "text": {
+                    "format": {
+                        "type": "json_schema",
+                        "name": "x",
+                        "schema": {"properties": {"a": {"not": {}}}},
+                    }
+                }
+            },
+            "text.format.schema",
+        ),
         ({"background": True}, "background"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},

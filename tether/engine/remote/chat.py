@@ -32,6 +32,7 @@ from tether.engine.remote.constraint import RemoteConstraint
 from tether.errors import BackendUnavailableError, ConfigError, EngineError, InvalidRequestError, TetherError
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.spec import OutputSpec
+from tether.grammar.structured import ReplyFormat
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -75,7 +76,7 @@ class ChatRequest:
     parallel_tool_calls: bool = True
     params: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int | None = None
-    json_mode: bool = False
+    reply_format: ReplyFormat | None = None
     reply: Constraint | None = None
 
 

@@ -129,8 +129,9 @@ class OllamaChatBackend(ChatBackend):
             body["tools"] = [t.to_openai() for t in request.tools]
         if isinstance(request.reply, RemoteConstraint) and request.reply.fields:
             body.update(request.reply.fields)
-        elif request.json_mode:
-            body["format"] = "json"
+        elif request.reply_format is not None:
+            schema = request.reply_format.schema
+            body["format"] = "json" if schema is None else dict(schema)
         return body
 
     def compile(self, spec: OutputSpec) -> dict[str, Any]:

@@ -102,8 +102,13 @@ class OpenAIChatBackend(ChatBackend):
             body["presence_penalty"] = params.presence_penalty
         if params.frequency_penalty:
             body["frequency_penalty"] = params.frequency_penalty
-        if request.json_mode:
-            body["response_format"] = {"type": "json_object"}
+        fmt = request.reply_format
+        if fmt is not None:  # passed through; the reply is checked against it when it ends
+            body["response_format"] = (
+                {"type": "json_object"}
+                if fmt.schema is None
+                else {"type": "json_schema", "json_schema": {"name": fmt.name, "schema": dict(fmt.schema)}}
+            )
         return body
 
     async def pieces(self, lines: AsyncIterator[str]) -> AsyncIterator[ChatPiece]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from tether.grammar.formats.base import InlineNameSlot, JsonNameSlot, ToolSpec
 from tether.grammar.remote.gbnf_schema import GbnfBuilder, literal
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, OutputSpec, ReplySpec
 
 __all__ = ["GbnfGrammar", "compile_gbnf"]
 
@@ -57,9 +57,14 @@ def compile_gbnf(spec: OutputSpec) -> GbnfGrammar | None:
     g = GbnfBuilder()
     if isinstance(spec, NameChoiceSpec):
         return GbnfGrammar(g.text(" | ".join(literal(n) for n in spec.names)))
-    if isinstance(spec, ArgumentsSpec):
-        return GbnfGrammar(g.text(g.arguments(spec.tool.parameters, spec.tool.name)))
+    if isinstance(spec, JsonSpec):
+        return GbnfGrammar(g.text(_value(g, spec)))
     return _reply(g, spec)
+
+
+def _value(g: GbnfBuilder, spec: JsonSpec) -> str:
+    """One JSON value of ``spec``: its schema's rules, or any object."""
+    return "object" if spec.schema is None else g.arguments(spec.schema, spec.hint)
 
 
 def _args(g: GbnfBuilder, tool: ToolSpec, spec: ReplySpec) -> str:
@@ -70,9 +75,9 @@ def _reply(g: GbnfBuilder, spec: ReplySpec) -> GbnfGrammar | None:
     fmt = spec.fmt
     if fmt.whole_reply is not None:
         r = fmt.whole_reply
-        answer = g.rule(
-            "answer", f"{literal(r.answer_open)} {_QUOTE} char+ {_QUOTE} {literal(r.answer_close)}"
-        )
+        # A structured answer's value takes the text's place in the envelope.
+        value = f"{_QUOTE} char+ {_QUOTE}" if spec.answer is None else _value(g, spec.answer)
+        answer = g.rule("answer", f"{literal(r.answer_open)} {value} {literal(r.answer_close)}")
         if spec.answer_only:
             return GbnfGrammar(g.text(answer))
         named = [
@@ -84,9 +89,10 @@ def _reply(g: GbnfBuilder, spec: ReplySpec) -> GbnfGrammar | None:
         calls = g.rule("calls", f"{literal(r.calls_open)} {call}{more} {literal(r.calls_close)}")
         return GbnfGrammar(g.text(calls if spec.required else f"{calls} | {answer}"))
     if spec.answer_only:
-        return None  # nothing to hold: the guard drops any call such a reply makes
+        # Nothing to hold but a structured answer: the guard drops any call such a reply makes.
+        return None if spec.answer is None else GbnfGrammar(g.text(_value(g, spec.answer)))
     markers = fmt.begin
-    if not markers and not spec.required:
+    if not markers and not spec.required and spec.answer is None:
         return None
     slot = fmt.name_slot
     opener = _alt_literals(markers) if markers else ""
@@ -100,6 +106,9 @@ def _reply(g: GbnfBuilder, spec: ReplySpec) -> GbnfGrammar | None:
             body = region
     else:
         body = f"{opener} {_inline_region(g, slot, spec)}"
+    if spec.answer is not None and not spec.required:
+        # Held from the first token, not lazily: the format's calls or the structured answer.
+        return GbnfGrammar(g.text(f"( {body.strip()} ) | {_value(g, spec.answer)}"))
     return GbnfGrammar(g.text(body.strip()), () if spec.required else tuple(markers))
 
 

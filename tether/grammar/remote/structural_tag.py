@@ -16,7 +16,9 @@ Built from the same :class:`~tether.grammar.spec.OutputSpec` as llama-server's G
   tied to its own arguments schema, or the text answer. It is vLLM's ``structured_outputs.json``
   and Ollama's ``format``.
 * the guard's re-pick → vLLM ``choice`` / an enum schema (Ollama answers a JSON string);
-  the argument repair → the tool's cleaned schema.
+  the argument repair and a structured reply → the cleaned schema. Beside tools, a structured
+  answer replaces the whole-reply format's text answer in its schema, and is Ollama's ``format`` for
+  a marker format; vLLM's triggered tags hold only the calls there (the answer is checked after).
 
 vLLM takes ``structured_outputs.structural_tag`` as JSON *text* (an object is refused with 400).
 """
@@ -32,7 +34,7 @@ from typing import Any
 from tether.calls import ToolCall
 from tether.grammar.formats.base import InlineNameSlot, ToolCallFormat, ToolSpec, WholeReply
 from tether.grammar.remote.tool_schema import ANY_OBJECT, arguments_schema, embed_arguments
-from tether.grammar.spec import ArgumentsSpec, NameChoiceSpec, OutputSpec, ReplySpec
+from tether.grammar.spec import JsonSpec, NameChoiceSpec, OutputSpec, ReplySpec
 
 __all__ = [
     "VllmConstraint",
@@ -62,8 +64,8 @@ def compile_vllm(spec: OutputSpec) -> VllmConstraint | None:
     """The constraint for ``spec``; None where none applies (see :func:`structural_tag`)."""
     if isinstance(spec, NameChoiceSpec):
         return VllmConstraint({"choice": list(dict.fromkeys(spec.names))})
-    if isinstance(spec, ArgumentsSpec):
-        return VllmConstraint({"json": arguments_schema(spec.tool.parameters, "strict")})
+    if isinstance(spec, JsonSpec):
+        return VllmConstraint({"json": value_schema(spec)})
     if spec.fmt.whole_reply is not None:
         schema = reply_schema(spec)
         return None if schema is None else VllmConstraint({"json": schema})
@@ -75,9 +77,17 @@ def compile_ollama(spec: OutputSpec) -> dict[str, Any] | None:
     """Ollama's ``format`` for ``spec``; None for marker formats (a format holds the whole reply)."""
     if isinstance(spec, NameChoiceSpec):
         return name_enum_schema(spec.names)
-    if isinstance(spec, ArgumentsSpec):
-        return arguments_schema(spec.tool.parameters, "strict")
-    return reply_schema(spec) if spec.fmt.whole_reply is not None else None
+    if isinstance(spec, JsonSpec):
+        return value_schema(spec)
+    if spec.fmt.whole_reply is not None:
+        return reply_schema(spec)
+    # A format holds the whole reply: a structured answer's schema, where there is one.
+    return None if spec.answer is None else value_schema(spec.answer)
+
+
+def value_schema(spec: JsonSpec) -> dict[str, Any]:
+    """One JSON value of ``spec`` as a self-contained schema (None: any object)."""
+    return dict(ANY_OBJECT) if spec.schema is None else arguments_schema(spec.schema, "strict")
 
 
 def name_enum_schema(names: Sequence[str]) -> dict[str, Any]:
@@ -141,11 +151,19 @@ def reply_schema(spec: ReplySpec) -> dict[str, Any] | None:
     keys = None if spec.fmt.whole_reply is None else _reply_keys(spec.fmt.whole_reply)
     if keys is None:
         return None
-    answer = _closed({keys.answer: {"type": "string", "minLength": 1}})
-    if spec.answer_only:
-        return answer
-    tools = _unique(spec.tools)
     defs: dict[str, Any] = {}
+    answer: dict[str, Any]
+    value: dict[str, Any]
+    if spec.answer is None:
+        value = {"type": "string", "minLength": 1}
+    elif spec.answer.schema is None:
+        value = dict(ANY_OBJECT)
+    else:  # a structured answer's value takes the text's place
+        value = embed_arguments(spec.answer.schema, defs, "answer")
+    answer = _closed({keys.answer: value})
+    if spec.answer_only:
+        return {**answer, "$defs": defs} if defs else answer
+    tools = _unique(spec.tools)
     items: list[dict[str, Any]]
     if spec.mode == "strict":
         items = [

@@ -1,0 +1,63 @@
+"""A structured reply closes inside its token budget, as briefly as its schema lets it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from jsonschema import validate
+
+from tests.unit.grammar.test_constraint import drive, make_vocab
+from tether.grammar.closing import closing_bytes
+from tether.grammar.constraint import ToolConstraint
+from tether.grammar.masks import MaskCache
+from tether.grammar.plan import json_plan
+from tether.grammar.regex import RegexCompiler
+from tether.grammar.spec import JsonSpec
+
+CITY = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "population": {"type": "integer"},
+    },
+    "required": ["name", "tags", "population"],
+    "additionalProperties": False,
+}
+
+
+def test_the_shortest_way_out_of_a_value() -> None:
+    vocab = make_vocab()
+    auto = json_plan(CITY, RegexCompiler(vocab)).automaton
+    state = auto.start()
+    for b in b'{"name": "Lisb':
+        state = auto.step(state, b)
+    way = closing_bytes(auto, state)
+    assert way is not None
+    assert json.loads(b'{"name": "Lisb' + way) == {"name": "Lisb", "tags": [], "population": 0}
+    assert closing_bytes(auto, auto.step(auto.start(), ord("{"))) is not None
+
+
+@pytest.mark.parametrize("budget", [45, 60, 100])  # the shortest value is 41 bytes
+def test_a_runaway_string_closes_within_the_budget(budget: int) -> None:
+    vocab = make_vocab()
+    plan = json_plan(CITY, RegexCompiler(vocab))
+    c = ToolConstraint(plan, vocab, MaskCache(plan.automaton, vocab), prompt_len=3, budget=budget)
+    # The "model" wants a name that never ends.
+    out, used = drive(vocab, c, '{"name": "' + "Lisbon and more " * 40, steps=budget)
+    assert len(used) <= budget
+    validate(json.loads(out), CITY)
+
+
+def test_without_a_budget_nothing_closes_early() -> None:
+    vocab = make_vocab()
+    plan = json_plan(CITY, RegexCompiler(vocab))
+    c = ToolConstraint(plan, vocab, MaskCache(plan.automaton, vocab), prompt_len=3)
+    out, _ = drive(vocab, c, '{"name": "' + "x" * 60, steps=40)
+    with pytest.raises(ValueError):
+        json.loads(out)
+
+
+def test_the_spec_carries_the_budget() -> None:
+    assert JsonSpec(CITY, budget=12).budget == 12 and JsonSpec(CITY).budget is None
