@@ -21,6 +21,32 @@ app = typer.Typer(
 )
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        import tether
+
+        engines = []
+        for package in ("llama-cpp-python", "mlx-lm"):
+            try:
+                engines.append(f"{package} {version(package)}")
+            except Exception:  # not installed
+                continue
+        typer.echo(f"tether {tether.__version__}" + (f" ({', '.join(engines)})" if engines else ""))
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Serve small local models with reliable tool calling (OpenAI-compatible)."""
+
+
 def _fail(message: str) -> None:
     typer.echo(f"tether: error: {message}", err=True)
     raise typer.Exit(code=2)
@@ -308,13 +334,14 @@ def serve(
         return
     configure_logging(settings.log_level)
     try:
-        from tether.server import build_app, run_server
+        from tether.server import bind, build_app, run_server
 
+        listening = bind(config)  # before the model loads: a port in use fails at once
         application = build_app(config, progress=sys.stderr.isatty())
     except TetherError as exc:
         _fail(exc.message)
         return
-    run_server(application, config)
+    run_server(application, config, listening)
 
 
 convert_app = typer.Typer(help="Convert models between engines.", no_args_is_help=True)

@@ -326,7 +326,30 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def run_server(app: FastAPI, config: ServerConfig) -> None:
+def bind(config: ServerConfig) -> socket.socket:
+    """The listening socket, taken before a model loads: a port in use is said at once, not after a
+    minute of loading."""
+    try:
+        infos = socket.getaddrinfo(config.host, config.port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot listen on {config.host!r}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {config.host}:{config.port}: {exc.strerror} "
+            "(another server there? choose another with --port)"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(app: FastAPI, config: ServerConfig, sock: socket.socket | None = None) -> None:
+    """Serve ``app`` (on ``sock`` when it is already bound, see :func:`bind`)."""
     log.info("server_starting", host=config.host, port=config.port)
     uv = uvicorn.Config(
         app,
@@ -336,4 +359,4 @@ def run_server(app: FastAPI, config: ServerConfig) -> None:
         access_log=False,
         timeout_graceful_shutdown=max(1, round(config.shutdown_grace_s)),
     )
-    _Server(uv, app.state.tether.scheduler).run()
+    _Server(uv, app.state.tether.scheduler).run(sockets=[sock] if sock is not None else None)

@@ -24,7 +24,8 @@ def capture_serve(monkeypatch: pytest.MonkeyPatch) -> list[ServerConfig]:
         return object()
 
     monkeypatch.setattr(tether.server, "build_app", build_app)
-    monkeypatch.setattr(tether.server, "run_server", lambda app, config: None)
+    monkeypatch.setattr(tether.server, "bind", lambda config: None)
+    monkeypatch.setattr(tether.server, "run_server", lambda app, config, sock=None: None)
     return seen
 
 

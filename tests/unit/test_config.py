@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -129,3 +131,35 @@ def test_bad_environment_value_is_a_one_line_error(
     monkeypatch.setenv("TETHER_CTX", "lots")
     result = CliRunner().invoke(app, ["serve"])
     assert result.exit_code == 2 and "ctx" in result.output and not captured
+
+
+def test_a_port_in_use_fails_before_the_model_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    import tether.server
+
+    loaded: list[object] = []
+    monkeypatch.setattr(tether.server, "build_app", lambda config, **_: loaded.append(config))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", "--port", str(port)])
+    assert result.exit_code == 2 and not loaded
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output and "--port" in result.output
+
+
+def test_a_file_that_is_not_gguf_is_named_as_such(tmp_path: Path) -> None:
+    from tether.engine.llama_cpp import LlamaCppEngine
+
+    fake = tmp_path / "model.safetensors"
+    fake.write_bytes(b'{"__metadata__": {}}' + b"\0" * 64)
+    with pytest.raises(ConfigError, match="is not a GGUF file"):
+        LlamaCppEngine(fake)
+
+
+def test_version() -> None:
+    import tether
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith(f"tether {tether.__version__}")

@@ -28,7 +28,7 @@ from tether.engine.scheduler import Scheduler
 from tether.engine.scripted import ScriptedEngine
 from tether.errors import ConfigError
 from tether.launch import LaunchOptions, Target, aider, claude, continue_cli, launch, opencode
-from tether.launch.runner import apply
+from tether.launch.runner import apply, find_client
 from tether.launch.server import log_path
 from tether.proxy.app import create_app
 
@@ -68,7 +68,13 @@ def home(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def environ(home: Path) -> dict[str, str]:
-    return {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    # No pinned clients: the checkout's .cache/clients is not looked at.
+    pinned = home / "no-clients"
+    return {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "TETHER_CLIENTS_DIR": str(pinned),
+    }
 
 
 @pytest.fixture
@@ -272,7 +278,7 @@ def test_a_client_not_on_path_is_named_before_anything_starts(
         "aider", port=free_port(), server_command=f"{sys.executable} -c 'open({str(marker)!r}, \"w\")'"
     )
     with pytest.raises(
-        ConfigError, match=r"aider is not on PATH: install it first \(pipx install aider-chat\)"
+        ConfigError, match=r"aider is not installed: not under .cache/clients nor on PATH.*install_clients.sh"
     ):
         Output().run(options, {**environ, "PATH": str(tmp_path)})
     assert not marker.exists()
@@ -331,3 +337,19 @@ def test_a_server_that_exits_at_start_is_reported_with_its_log(
             Output().run(options, {**environ, "PATH": f"{tmp_path / 'bin'}:{environ['PATH']}"})
     finally:
         log_path(port).unlink(missing_ok=True)
+
+
+def test_the_pinned_client_is_found_before_path(environ: dict[str, str], tmp_path: Path) -> None:
+    pinned = tmp_path / "clients"
+    binary = pinned / "node_modules/.bin/opencode"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    on_path = tmp_path / "bin"
+    fake_client(on_path, "opencode", tmp_path, "http://127.0.0.1:1")
+    env = {**environ, "PATH": f"{on_path}:{environ['PATH']}", "TETHER_CLIENTS_DIR": str(pinned)}
+    assert find_client("opencode", env) == str(on_path / "opencode")  # the pinned one cannot run yet
+    binary.chmod(0o755)
+    assert find_client("opencode", env) == str(binary)
+    assert find_client("opencode", {**env, "TETHER_CLIENTS_DIR": str(tmp_path / "none")}) == str(
+        on_path / "opencode"
+    )

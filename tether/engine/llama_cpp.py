@@ -67,6 +67,14 @@ def open_llama(
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"model file not found: {path}")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ConfigError(
+            f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'): the llama.cpp engine loads "
+            "GGUF models; convert one with llama.cpp's convert_hf_to_gguf.py, or serve an MLX model "
+            "directory with --engine mlx"
+        )
     threads = n_threads or os.cpu_count() or 1
     options = options or LlamaOptions()
     if options.gpu_layers != 0 and not llama_cpp.llama_supports_gpu_offload():

@@ -49,6 +49,12 @@ INSTALL = {
     "aider": "pipx install aider-chat",
     "claude": "npm install -g @anthropic-ai/claude-code",
 }
+# The pinned clients scripts/install_clients.sh puts in the checkout (what the client tests drive).
+PINNED = {
+    "opencode": Path("node_modules/.bin/opencode"),
+    "cn": Path("node_modules/.bin/cn"),
+    "aider": Path("aider-venv/bin/aider"),
+}
 DEFAULT_CTX = 8192  # ``tether serve``'s default window, for a dry run with nothing to ask
 
 
@@ -130,6 +136,33 @@ def _show(plan: ClientPlan, out: Echo, say: Echo) -> None:
             say(f"note: {note}")
 
 
+def client_dirs(environ: Mapping[str, str]) -> list[Path]:
+    """Where pinned clients may be: ``TETHER_CLIENTS_DIR`` when set, else ``.cache/clients`` of this
+    checkout and of the working directory."""
+    if environ.get("TETHER_CLIENTS_DIR"):
+        return [Path(environ["TETHER_CLIENTS_DIR"])]
+    return [Path(__file__).resolve().parents[2] / ".cache" / "clients", Path.cwd() / ".cache" / "clients"]
+
+
+def find_client(client: str, environ: Mapping[str, str]) -> str | None:
+    """The client's binary: the project's pinned install first, then PATH."""
+    pinned = PINNED.get(client)
+    if pinned is not None:
+        for root in client_dirs(environ):
+            if os.access(root / pinned, os.X_OK):
+                return str(root / pinned)
+    return shutil.which(client, path=environ.get("PATH"))
+
+
+def _missing(client: str) -> str:
+    pinned = (
+        " (scripts/install_clients.sh installs the pinned one under .cache/clients)"
+        if client in PINNED
+        else ""
+    )
+    return f"{client} is not installed: not under .cache/clients nor on PATH; install it{pinned} or: {INSTALL[client]}"
+
+
 def _command_line(plan: ClientPlan, options: LaunchOptions) -> str:
     env = [f"{k}={v}" for k, v in plan.env.items()]
     return shown([*env, *plan.argv, *options.client_args], options.api_key)
@@ -186,13 +219,9 @@ def launch(options: LaunchOptions, *, out: Echo, say: Echo, environ: Mapping[str
     """Run the whole launch; the client's exit status (0 for a dry run)."""
     environ = os.environ if environ is None else environ
     plan_client = planner(options.client)
-    binary = None
-    if not options.dry_run:
-        binary = shutil.which(options.client, path=environ.get("PATH"))
-        if binary is None:
-            raise ConfigError(
-                f"{options.client} is not on PATH: install it first ({INSTALL[options.client]})"
-            )
+    binary = find_client(options.client, environ)
+    if binary is None and not options.dry_run:
+        raise ConfigError(_missing(options.client))
     base = client_base(options.host, options.port)
     served, proc = _server(options, base, environ, say)
     try:
@@ -201,6 +230,7 @@ def launch(options: LaunchOptions, *, out: Echo, say: Echo, environ: Mapping[str
         if options.dry_run or binary is None:
             _show(plan, out, say)
             say(f"would run: {_command_line(plan, options)}")
+            say(f"the client: {binary}" if binary is not None else f"warning: {_missing(options.client)}")
             return 0
         apply(plan.files, say)
         say(f"running: {_command_line(plan, options)}")

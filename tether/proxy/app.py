@@ -36,6 +36,7 @@ from tether.proxy.middleware import (
     AuthMiddleware,
     BodyLimitMiddleware,
     DisconnectMiddleware,
+    JsonBodyMiddleware,
     RequestContextMiddleware,
 )
 from tether.proxy.ollama_convert import OllamaErrorMiddleware
@@ -221,7 +222,8 @@ def create_app(
         err = InternalError("internal server error; see the server log for details")
         return _error_response(err)
 
-    app.add_middleware(DisconnectMiddleware)  # innermost: reads the (limited) body, then watches
+    app.add_middleware(JsonBodyMiddleware)  # innermost: every route takes JSON, whatever curl says
+    app.add_middleware(DisconnectMiddleware)  # reads the (limited) body, then watches
     app.add_middleware(BodyLimitMiddleware, limit=config.max_body_bytes)
     app.add_middleware(AuthMiddleware, api_key=config.api_key)
     app.add_middleware(AnthropicErrorMiddleware)  # outside auth and body limit: their errors too

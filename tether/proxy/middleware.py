@@ -27,6 +27,7 @@ __all__ = [
     "BodyLimitMiddleware",
     "DisconnectMiddleware",
     "ErrorShapeMiddleware",
+    "JsonBodyMiddleware",
     "RequestContextMiddleware",
     "send_error",
 ]
@@ -118,6 +119,22 @@ class AuthMiddleware(_HttpMiddleware):
                 send, AuthenticationError("invalid or missing API key: send 'Authorization: Bearer KEY'")
             )
             return
+        await self.app(scope, receive, send)
+
+
+class JsonBodyMiddleware(_HttpMiddleware):
+    """Reads a request body as JSON whatever it says it is, as Ollama and llama-server do: ``curl -d``
+    sends ``application/x-www-form-urlencoded``, and every tether route takes JSON. A body that is not
+    JSON is then refused as that ("request body is not valid JSON"), not as a form."""
+
+    _PLAIN = (b"", b"application/x-www-form-urlencoded", b"text/plain")
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = list(scope.get("headers") or [])
+        kind = next((v for k, v in headers if k == b"content-type"), b"")
+        if scope.get("method") in ("POST", "PUT") and kind.split(b";")[0].strip().lower() in self._PLAIN:
+            headers = [(k, v) for k, v in headers if k != b"content-type"]
+            scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
         await self.app(scope, receive, send)
 
 

@@ -8,6 +8,7 @@ names, a tool result that answers no call, text with lone surrogates, absurd siz
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 MAX_TOOLS = 128
+# What OpenAI and Anthropic accept as a tool name.
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 MAX_SCHEMA_DEPTH = 32
 MAX_SCHEMA_NODES = 5000
 MAX_STOPS = 16
@@ -172,6 +175,12 @@ def tool_specs(
     specs: list[ToolSpec] = []
     seen: set[str] = set()
     for name, description, parameters, where in tools:
+        if not TOOL_NAME.fullmatch(name):
+            raise InvalidRequestError(
+                f"tool name {name!r} must be 1 to 64 letters, digits, '_' or '-' (as OpenAI and Anthropic "
+                "require; a dotted name such as math.sqrt is sent as math_sqrt)",
+                param=f"{where.rsplit('.', 1)[0]}.name",
+            )
         if len(specs) >= MAX_TOOLS:
             raise InvalidRequestError(f"at most {MAX_TOOLS} tools can be offered", param="tools")
         if name in seen:
