@@ -261,6 +261,31 @@ def serve(
         ),
     ] = None,
     log_level: Annotated[str | None, _setting("log_level", "debug | info | warning | error.")] = None,
+    max_tokens: Annotated[
+        int | None,
+        _setting(
+            "max_tokens", "Output cap for a request that sets none.", default="up to the window", metavar="N"
+        ),
+    ] = None,
+    temperature: Annotated[
+        float | None, _setting("temperature", "Sampling temperature for a request that sets none.")
+    ] = None,
+    max_body_mb: Annotated[
+        float | None, _setting("max_body_mb", "Largest request body (MiB), else 413.")
+    ] = None,
+    backend_timeout: Annotated[
+        float | None, _setting("backend_timeout", "Seconds one --backend request may take.")
+    ] = None,
+    session_ttl_s: Annotated[
+        float | None, _setting("session_ttl_s", "Seconds an idle workflow session is kept.")
+    ] = None,
+    max_sessions: Annotated[
+        int | None, _setting("max_sessions", "Workflow sessions kept at once (the oldest goes first).")
+    ] = None,
+    responses_store: Annotated[
+        int | None,
+        _setting("responses_store", "Responses kept for previous_response_id (/v1/responses), 0: none."),
+    ] = None,
     config_file: Annotated[
         Path | None,
         typer.Option(
@@ -325,6 +350,13 @@ def serve(
         "backend_api_key": backend_api_key,
         "embedding_model": embedding_model,
         "log_level": log_level,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "max_body_mb": max_body_mb,
+        "backend_timeout": backend_timeout,
+        "session_ttl_s": session_ttl_s,
+        "max_sessions": max_sessions,
+        "responses_store": responses_store,
     }
     try:
         settings = resolve(given, config_file=config_file, profile=profile).settings

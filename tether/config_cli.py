@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,7 +53,8 @@ def make_config_app(serve: Callable[..., None]) -> typer.Typer:
             return
         typer.echo(f"config file: {path or 'none found'}" + (f" (profile {profile})" if profile else ""))
         table = [("option", "value", "source")] + [
-            (name, _text(row["value"]), str(row["source"])) for name, row in rows.items()
+            (name, _text(_effective(name, row["value"], values)), str(row["source"]))
+            for name, row in rows.items()
         ]
         widths = [max(len(line[i]) for line in table) for i in range(2)]
         for name, value, source in table:
@@ -70,6 +72,24 @@ def make_config_app(serve: Callable[..., None]) -> typer.Typer:
     )
     config_app.command("show", context_settings={"help_option_names": ["-h", "--help"]})(show)
     return config_app
+
+
+def _effective(name: str, value: Any, values: dict[str, Any]) -> Any:
+    """What an unset option means when the server runs: the bundled model, every core, the window."""
+    if value is not None:
+        return value
+    if name == "model" and not values.get("backend"):
+        from tether.engine.locate import bundled_model_path
+
+        try:
+            return f"{bundled_model_path()} (bundled)"
+        except TetherError:
+            return value
+    if name == "threads":
+        return f"{os.cpu_count() or 1} (all cores)"
+    if name == "max_tokens":
+        return "up to the window"
+    return value
 
 
 def _text(value: Any) -> str:

@@ -66,6 +66,9 @@ ENV_CASES = [
     ("TETHER_COMPACTION", "true", "compaction", True),
     ("TETHER_PREEMPT", "1", "preempt", True),
     ("TETHER_API_KEY", "sekret", "api_key", "sekret"),
+    ("TETHER_MAX_TOKENS", "512", "default_max_tokens", 512),
+    ("TETHER_TEMPERATURE", "0.2", "default_temperature", 0.2),
+    ("TETHER_RESPONSES_STORE", "0", "responses_store", 0),
 ]
 
 
@@ -163,3 +166,13 @@ def test_version() -> None:
 
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output.startswith(f"tether {tether.__version__}")
+
+
+def test_the_output_cap_and_temperature_are_flags(captured: list[ServerConfig]) -> None:
+    result = CliRunner().invoke(
+        app, ["serve", "--max-tokens", "64", "--temperature", "0", "--max-body-mb", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    config = captured[0]
+    assert (config.default_max_tokens, config.default_temperature) == (64, 0.0)
+    assert config.max_body_bytes == 2 * 1024 * 1024

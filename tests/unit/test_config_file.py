@@ -304,3 +304,41 @@ def test_the_documented_example_works(home: Path) -> None:
     assert agent["work_dir"]["value"] == str(home / "cwd" / "workspace")
     assert agent["server_tools"]["value"] == ["read_file", "grep"]
     assert show("--profile", "lan")["options"]["host"]["source"] == f"file:{path}[lan]"
+
+
+def _option_rows() -> list[str]:
+    """docs/configuration.md's table as ``tether serve --help`` and ``Settings`` give it."""
+    import re
+
+    import typer
+
+    from tether.config import Settings
+
+    params = {p.name: p for p in typer.main.get_command(app).commands["serve"].params}  # type: ignore[attr-defined]
+    rows = []
+    for name in Settings.model_fields:
+        assert name in params, f"setting {name} has no serve flag"
+        p = params[name]
+        flag = next(o for o in p.opts if o.startswith("--"))
+        flag += f"/{p.secondary_opts[0]}" if p.secondary_opts else ""
+        help_ = p.help or ""
+        text = re.sub(r"\s*\((default: .*?; )?env TETHER_[A-Z_]+\)$", "", help_).replace("|", "\\|")
+        default = m.group(1) if (m := re.search(r"\(default: (.*?); env", help_)) else ""
+        rows.append(f"| `{name}` | `{flag}` | `TETHER_{name.upper()}` | {default} | {text} |")
+    return rows
+
+
+def test_every_setting_is_a_flag_a_variable_and_a_documented_key() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    table = [line for line in page.splitlines() if line.startswith("| `")]
+    assert table == _option_rows()
+
+
+def test_config_show_says_what_unset_options_mean(home: Path) -> None:
+    from tether.engine.locate import bundled_model_path
+
+    lines = {line.split()[0]: line for line in invoke("config", "show").stdout.splitlines() if line.strip()}
+    assert f"{bundled_model_path()} (bundled)" in lines["model"]
+    assert "up to the window" in lines["max_tokens"] and "(all cores)" in lines["threads"]
+    backed = invoke("config", "show", "--backend", "http://127.0.0.1:9").stdout
+    assert "(bundled)" not in backed
