@@ -29,6 +29,8 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
 * ``answer_redecided``: every call was dropped and nothing was said, so the model answered in text;
 * ``answer_recalled``: a text answer to a fresh ask stated what an offered tool exists to supply
   (an invented result), so the reply was decided again as a call (``strict``);
+* ``reply_repaired``: a structured reply from a backend that does not enforce its schema was repaired
+  as tool arguments are (the JSON found in the text, read leniently, values coerced);
 * ``reply_invalid``: a structured reply (``response_format``) ended without holding its schema: a
   backend that does not enforce it wrote it (passed on as written, with the reason);
 * ``repetition_stopped``: the generation looped on a short unit and was cut (finish ``length``);
@@ -72,6 +74,7 @@ KINDS: frozenset[str] = frozenset(
         "call_repeated",
         "repetition_stopped",
         "reply_invalid",
+        "reply_repaired",
         "call_abstained",
         "call_redirected",
         "answer_redecided",

@@ -41,11 +41,13 @@ from tether.errors import (
 )
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.spec import JsonSpec, NameChoiceSpec
+from tether.guardrails.interventions import Intervention
 from tether.guardrails.pipeline import PickName, Regenerated, Regenerator, Request
 from tether.guardrails.wrap import ask_again
 from tether.turns.core import ChatCore, CoreOptions, Prepared
-from tether.turns.events import ChatJob, TurnEvent
+from tether.turns.events import ChatJob, TextOut, TurnEvent
 from tether.turns.routing import TextRouter
+from tether.turns.structured_reply import repaired_reply
 
 __all__ = ["ChatBackendCore", "ChatRegenerator"]
 
@@ -171,6 +173,9 @@ class ChatBackendCore(ChatCore):
         # Calls the model wrote as text are parsed here too (rescue), in order with the native ones.
         router = TextRouter(prepared.fmt, prepared.tools, job.stop, keep=job.reply_format is not None)
         calls = router.calls
+        # A structured reply from a backend that may not enforce it leaves whole, checked and repaired.
+        hold = job.reply_format is not None and not self.backend.schema_replies
+        held: list[TextOut] = []
         text: list[str] = []
         started = time.monotonic()
         first: float | None = None
@@ -190,10 +195,20 @@ class ChatBackendCore(ChatCore):
                     first = first or time.monotonic()
                     text.append(piece)
                     for out in router.feed(piece):
-                        yield out
+                        if hold:
+                            held.append(out)
+                        else:
+                            yield out
                     if router.stopped:
                         break  # leaving closes the stream: the backend stops
-        for out in router.close():
+        tail = [*held, *router.close()]
+        notes: tuple[Intervention, ...] = ()
+        if hold and job.reply_format is not None and not calls:
+            fixed = repaired_reply("".join(t.text for t in tail), job.reply_format)
+            if fixed is not None:
+                router.text, notes = fixed[0], (fixed[1],)
+                tail = [TextOut(fixed[0])]
+        for out in tail:
             yield out
         if prepared.answer_only and calls:
             log.info("answer_only_calls_dropped", calls=[c.name for c in calls])
@@ -206,7 +221,7 @@ class ChatBackendCore(ChatCore):
             calls,
             usage,
             text=router,
-            notes=(),
+            notes=notes,
             ended=end.finish_reason if end is not None else None,
             started=started,
         )

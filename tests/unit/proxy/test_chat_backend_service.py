@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support.chat_backend import back_server, call, front_server
 from tests.support.engines import SlowEngine
@@ -126,22 +127,51 @@ def test_workflow_sessions_block_and_regenerate_in_front_of_a_chat_backend() -> 
     assert len(retry["messages"]) > len(first["messages"])
 
 
-CITY = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+CITY = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
+    "required": ["name"],
+}
+FORM = {"type": "json_schema", "json_schema": {"name": "City", "schema": CITY}}
 
 
-def test_a_structured_reply_is_passed_on_and_checked_when_it_comes_back() -> None:
-    form = {"type": "json_schema", "json_schema": {"name": "City", "schema": CITY}}
-    # A backend that ignores response_format writes what it likes: the reply is flagged, not altered.
+def _structured(reply: str, **chat_extra: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The front's reply, and the body the back got, for a back that ignores response_format."""
+    engine = ScriptedEngine([reply])
     with (
-        back_server(ScriptedEngine(['{"town": "Lisbon"}']), ignore=("response_format",)) as (back, recorded),
+        back_server(engine, ignore=("response_format",)) as (back, recorded),
         front_server(back) as front,
     ):
-        reply = httpx.post(f"{front}/v1/chat/completions", json=chat(response_format=form), timeout=10).json()
-    assert recorded.bodies[0]["response_format"] == form
+        body = chat(response_format=FORM, **chat_extra)
+        if chat_extra.get("stream"):
+            with httpx.stream("POST", f"{front}/v1/chat/completions", json=body, timeout=10) as r:
+                lines = [json.loads(x[6:]) for x in r.iter_lines() if x.startswith("data: {")]
+            content = "".join(
+                c["choices"][0]["delta"].get("content") or "" for c in lines if c.get("choices")
+            )
+            tether = next(c["tether"] for c in reversed(lines) if c.get("tether"))
+            out = {"choices": [{"message": {"content": content}}], "tether": tether}
+        else:
+            out = httpx.post(f"{front}/v1/chat/completions", json=body, timeout=10).json()
+    return out, recorded.bodies[0]
+
+
+def test_a_structured_reply_is_passed_on_and_what_comes_back_is_checked() -> None:
+    reply, sent = _structured('{"town": "Lisbon"}')  # cannot be made to hold: flagged, not altered
+    assert sent["response_format"] == FORM
     assert reply["choices"][0]["message"]["content"] == '{"town": "Lisbon"}'
     (note,) = reply["tether"]["interventions"]
     assert note["kind"] == "reply_invalid" and "'name' is a required property" in note["detail"]
     with back_server(ScriptedEngine(['{"name": "Lisbon"}'])) as (back, _), front_server(back) as front:
-        reply = httpx.post(f"{front}/v1/chat/completions", json=chat(response_format=form), timeout=10).json()
-    assert json.loads(reply["choices"][0]["message"]["content"]) == {"name": "Lisbon"}
-    assert not reply["tether"].get("interventions")
+        held = httpx.post(f"{front}/v1/chat/completions", json=chat(response_format=FORM), timeout=10).json()
+    assert json.loads(held["choices"][0]["message"]["content"]) == {"name": "Lisbon"}
+    assert not held["tether"].get("interventions")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_structured_reply_the_backend_did_not_hold_is_repaired(stream: bool) -> None:
+    written = 'Here it is:\n```json\n{"name": "Lisbon", "population": "545923"}\n```'
+    reply, _ = _structured(written, stream=stream)
+    assert json.loads(reply["choices"][0]["message"]["content"]) == {"name": "Lisbon", "population": 545923}
+    (note,) = reply["tether"]["interventions"]
+    assert note["kind"] == "reply_repaired"
