@@ -13,6 +13,7 @@ from tether.errors import TetherError
 __all__ = ["app", "main"]
 
 app = typer.Typer(
+    rich_markup_mode=None,  # plain help: readable at 80 columns, no "<bool>" after flags
     name="tether",
     help="Serve small local models with reliable tool calling (OpenAI-compatible).",
     no_args_is_help=True,
@@ -376,7 +377,7 @@ def serve(
     run_server(application, config, listening)
 
 
-convert_app = typer.Typer(help="Convert models between engines.", no_args_is_help=True)
+convert_app = typer.Typer(help="Convert models between engines.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(convert_app, name="convert")
 
 

@@ -23,7 +23,9 @@ _SECRETS = frozenset({"api_key"})
 
 
 def make_config_app(serve: Callable[..., None]) -> typer.Typer:
-    config_app = typer.Typer(help="Inspect the serve configuration.", no_args_is_help=True)
+    config_app = typer.Typer(
+        help="Inspect the serve configuration.", no_args_is_help=True, rich_markup_mode=None
+    )
 
     def show(**params: Any) -> None:
         """Print the effective `serve` configuration and each value's source (cli, env, file, default).

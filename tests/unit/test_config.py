@@ -176,3 +176,12 @@ def test_the_output_cap_and_temperature_are_flags(captured: list[ServerConfig]) 
     config = captured[0]
     assert (config.default_max_tokens, config.default_temperature) == (64, 0.0)
     assert config.max_body_bytes == 2 * 1024 * 1024
+
+
+@pytest.mark.parametrize("command", [["--help"], ["serve", "--help"], ["eval", "--help"], ["launch", "--help"]])
+def test_help_reads_at_80_columns(command: list[str]) -> None:
+    result = CliRunner().invoke(app, command, env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    assert "<bool>" not in result.output

@@ -33,6 +33,7 @@ from tether.evals.suites import EvalItem, RunOptions, load_items, suite_name
 __all__ = ["eval_app"]
 
 eval_app = typer.Typer(
+    rich_markup_mode=None,
     help="Evaluate tool calling: BFCL and the scenario suite, bare vs guarded presets.",
     add_completion=False,
 )

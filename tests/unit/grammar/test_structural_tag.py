@@ -456,6 +456,17 @@ def _vllm_cases() -> list[tuple[Any, list[tuple[str, bool]]]]:
             JsonSpec.of_tool(TREE),
             [('{"label": "a", "kids": [{"label": "b"}]}', True), ('{"label": 1}', False)],
         ),
+        # Structured replies: a schema ($defs and $ref, as pydantic writes them), any object, beside tools.
+        (JsonSpec(PYDANTIC.parameters), [('{"to": {"city": "Lima"}}', True), ('{"to": {}}', False)]),
+        (JsonSpec(None), [('{"a": [1, {"b": null}]}', True), ("[1]", False)]),
+        (
+            _reply(tools=(PYDANTIC,), answer=JsonSpec(TREE.parameters)),
+            [
+                ('{"tool_calls": [{"name": "book", "arguments": {"to": {"city": "Lima"}}}]}', True),
+                ('{"response": {"label": "a", "kids": []}}', True),
+                ('{"response": "Hello"}', False),
+            ],
+        ),
     ]
 
 

@@ -16,7 +16,9 @@ from tether.grammar.formats.gguf_template import read_chat_template
 
 __all__ = ["formats_app"]
 
-formats_app = typer.Typer(help="Tool-call formats: list them, detect a model's.", no_args_is_help=True)
+formats_app = typer.Typer(
+    help="Tool-call formats: list them, detect a model's.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 @formats_app.command("list")
