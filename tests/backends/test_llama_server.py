@@ -129,4 +129,5 @@ def test_a_structured_reply_through_llama_server(tether_url: str) -> None:
             max_tokens=200,
         )
         text = anything.choices[0].message.content or ""
-        assert anything.choices[0].finish_reason == "length" or isinstance(json.loads(text), dict), text
+        # No budget reaches llama-server's grammar: a reply cut at max_tokens is closed after the fact.
+        assert anything.choices[0].finish_reason == "stop" and isinstance(json.loads(text), dict), text

@@ -178,7 +178,9 @@ def test_the_output_cap_and_temperature_are_flags(captured: list[ServerConfig]) 
     assert config.max_body_bytes == 2 * 1024 * 1024
 
 
-@pytest.mark.parametrize("command", [["--help"], ["serve", "--help"], ["eval", "--help"], ["launch", "--help"]])
+@pytest.mark.parametrize(
+    "command", [["--help"], ["serve", "--help"], ["eval", "--help"], ["launch", "--help"]]
+)
 def test_help_reads_at_80_columns(command: list[str]) -> None:
     result = CliRunner().invoke(app, command, env={"COLUMNS": "80"}, terminal_width=80)
     assert result.exit_code == 0

@@ -10,15 +10,21 @@ shortest values) and the reply ends with ``stop``.
 
 from __future__ import annotations
 
+import json
 from collections import deque
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from tether.grammar.automata import Automaton, State
+from tether.grammar.jsonvalue import JsonValue
+from tether.grammar.regex import RegexCompiler
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["Closer", "closing_bytes"]
+__all__ = ["Closer", "closing_bytes", "closing_suffix"]
 
 # Bytes tried first, so the shortest way out prefers closing punctuation, then short values.
 _ORDER = b'"}]0,:ntf ' + bytes(b for b in range(32, 127) if b not in b'"}]0,:ntf ')
@@ -74,3 +80,29 @@ class Closer:
             return np.asarray(sorted(self.vocab.eos_ids), dtype=np.int32)
         ids = [i for k in range(len(way), 0, -1) for i in self.vocab.ids_for(way[:k])]
         return np.asarray(ids, dtype=np.int32) if ids else None
+
+
+@lru_cache(maxsize=1)
+def _byte_regexes() -> RegexCompiler:
+    """Schema automata over single bytes, for text no local vocabulary wrote (a remote engine's)."""
+    return RegexCompiler(TokenVocab.from_pieces([bytes([b]) for b in range(256)], ()))
+
+
+@lru_cache(maxsize=64)
+def _value_automaton(canonical: str) -> Automaton:
+    schema = json.loads(canonical)
+    return JsonValue(object_only=True) if schema is None else _byte_regexes().schema_part(schema)
+
+
+def closing_suffix(text: str, schema: Mapping[str, Any] | None) -> str | None:
+    """What closes ``text``, a JSON value cut short (at ``max_tokens``, or by the repetition stop) under
+    ``schema`` (None: any object), as briefly as the schema allows; None when ``text`` is no beginning
+    of such a value. Where no budget reached the sampler (a remote engine), the reply still parses."""
+    auto = _value_automaton(json.dumps(schema, sort_keys=True))
+    state: State | None = auto.start()
+    for b in text.encode():
+        state = auto.step(state, b) if state is not None else None
+    if state is None:
+        return None
+    way = closing_bytes(auto, state)
+    return None if way is None else way.decode()

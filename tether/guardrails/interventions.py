@@ -31,6 +31,8 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
   (an invented result), so the reply was decided again as a call (``strict``);
 * ``reply_repaired``: a structured reply from a backend that does not enforce its schema was repaired
   as tool arguments are (the JSON found in the text, read leniently, values coerced);
+* ``reply_closed``: a structured reply cut short (``max_tokens``, the repetition stop) where no budget
+  reached the sampler was closed as briefly as its schema allows, so it still parses;
 * ``reply_invalid``: a structured reply (``response_format``) ended without holding its schema: a
   backend that does not enforce it wrote it (passed on as written, with the reason);
 * ``repetition_stopped``: the generation looped on a short unit and was cut (finish ``length``);
@@ -74,6 +76,7 @@ KINDS: frozenset[str] = frozenset(
         "call_repeated",
         "repetition_stopped",
         "reply_invalid",
+        "reply_closed",
         "reply_repaired",
         "call_abstained",
         "call_redirected",

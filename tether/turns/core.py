@@ -26,7 +26,6 @@ from tether.errors import ContextOverflowError, FixedPromptTooLargeError, Invali
 from tether.grammar.formats.base import ToolCallFormat, ToolSpec
 from tether.grammar.spec import OutputSpec, ReplySpec
 from tether.grammar.steering import Decision
-from tether.grammar.structured import check_reply
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
 from tether.guardrails.policy import unknown_tool_text
@@ -34,6 +33,7 @@ from tether.turns.content_tokens import ContentTokens
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, offered_tools
 from tether.turns.history import safe_job
 from tether.turns.routing import TextRouter
+from tether.turns.structured_reply import closed_reply, unstructured_note
 from tether.turns.tool_view import ToolView
 
 __all__ = ["ChatCore", "CoreOptions", "GenerationTiming", "Prepared", "SpecFactory"]
@@ -65,14 +65,6 @@ def _answering(decides: Decides | None) -> bool:
     """The call-or-answer decision chose a text answer."""
     decision = decides.decision if decides is not None else None
     return decision is not None and not decision.called
-
-
-def _unstructured(job: ChatJob, text: str) -> Intervention | None:
-    """The note for a structured reply that does not hold its schema (a backend that does not enforce
-    it); None when it holds, or none was asked."""
-    fmt = job.reply_format
-    problem = check_reply(text, fmt) if fmt is not None else None
-    return None if problem is None else Intervention("reply_invalid", problem)
 
 
 def decision_notes(decision: Decision | None) -> list[Intervention]:
@@ -309,11 +301,19 @@ class ChatCore:
             async for answered in self._answer_instead(prepared, usage, (*notes, note)):
                 yield answered
             return
-        if checked:
+        closed = (
+            closed_reply(prepared.job, text.text) if not checked and (looped or reason == "length") else None
+        )
+        if closed is not None:  # a structured reply cut short still parses: its shortest close
+            yield TextOut(closed[0])
+            self.stats.record(closed[1])
+            notes = (*notes, closed[1])
+            reason = "stop"
+        elif checked:
             reason = "tool_calls"
         elif looped:
             reason = "length"  # cut short, as a token limit would have
-        elif reason == "stop" and (invalid := _unstructured(prepared.job, text.text)) is not None:
+        elif reason == "stop" and (invalid := unstructured_note(prepared.job, text.text)) is not None:
             self.stats.record(invalid)
             notes = (*notes, invalid)
         log.info(

@@ -8,7 +8,7 @@ import pytest
 from jsonschema import validate
 
 from tests.unit.grammar.test_constraint import drive, make_vocab
-from tether.grammar.closing import closing_bytes
+from tether.grammar.closing import closing_bytes, closing_suffix
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.masks import MaskCache
 from tether.grammar.plan import json_plan
@@ -61,3 +61,16 @@ def test_without_a_budget_nothing_closes_early() -> None:
 
 def test_the_spec_carries_the_budget() -> None:
     assert JsonSpec(CITY, budget=12).budget == 12 and JsonSpec(CITY).budget is None
+
+
+def test_a_value_cut_short_gets_its_shortest_close() -> None:
+    cut = '{"name": "Lisbon is a city that is a city that'
+    suffix = closing_suffix(cut, CITY)
+    assert suffix is not None
+    assert json.loads(cut + suffix) == {
+        "name": "Lisbon is a city that is a city that",
+        "tags": [],
+        "population": 0,
+    }
+    assert closing_suffix('{"a": [1, {"b": "x', None) == '"}]}'
+    assert closing_suffix("Sure! Here is", CITY) is None  # no beginning of the value: nothing to close

@@ -175,3 +175,13 @@ def test_a_structured_reply_the_backend_did_not_hold_is_repaired(stream: bool) -
     assert json.loads(reply["choices"][0]["message"]["content"]) == {"name": "Lisbon", "population": 545923}
     (note,) = reply["tether"]["interventions"]
     assert note["kind"] == "reply_repaired"
+
+
+def test_a_structured_reply_cut_at_max_tokens_is_closed_so_it_parses() -> None:
+    whole = "Lisbon, the capital of Portugal, on the Tagus"
+    reply, _ = _structured(json.dumps({"name": whole}), max_tokens=16)
+    content = reply["choices"][0]["message"]["content"]
+    name = json.loads(content)["name"]  # cut inside the string, closed as briefly as the schema allows
+    assert name and whole.startswith(name) and name != whole
+    assert [n["kind"] for n in reply["tether"]["interventions"]] == ["reply_closed"]
+    assert reply["choices"][0]["finish_reason"] == "stop"

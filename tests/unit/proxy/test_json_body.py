@@ -37,7 +37,10 @@ def test_a_body_that_is_not_json_is_told_so() -> None:
 
 @pytest.mark.parametrize("name", ["get weather!", "a" * 65, "math.sqrt"])
 def test_a_tool_name_outside_openais_rule_is_a_400(name: str) -> None:
-    tool = {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
+    tool = {
+        "type": "function",
+        "function": {"name": name, "parameters": {"type": "object", "properties": {}}},
+    }
     with serving(scripted_app(ScriptedEngine())) as base:
         r = httpx.post(base + "/v1/chat/completions", json={**ASK, "tools": [tool]}, timeout=10)
     assert r.status_code == 400, r.text
