@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 from outlines_core import Index, Vocabulary
@@ -32,13 +31,7 @@ def schema_regex(schema: Mapping[str, Any]) -> str:
     clean = {k: v for k, v in schema.items() if k != "$schema"}
     if not clean.get("properties") and clean.get("type", "object") == "object":
         clean = {"type": "object", "properties": {}, "additionalProperties": False}
-    return _compiled(json.dumps(clean))  # key order kept: it is the order properties are written in
-
-
-@lru_cache(maxsize=256)
-def _compiled(schema_json: str) -> str:
-    """One schema's regex, once (a request's schema is checked, then compiled, with the same one)."""
-    regex = str(build_regex_from_schema(schema_json, whitespace_pattern=r"[ ]?"))
+    regex = str(build_regex_from_schema(json.dumps(clean), whitespace_pattern=r"[ ]?"))
     return regex.replace(TIME, _TIME_FIXED)
 
 

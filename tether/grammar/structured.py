@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -162,11 +163,9 @@ def reply_format(schema: Any, *, param: str, name: str = "response") -> ReplyFor
     if schema.get("type", "object") == "object" and not shaping:
         # ``{}`` or ``{"type": "object"}``: any object, as json_object
         return ReplyFormat(None, name)
-    try:
-        size = len(schema_regex(schema))
-    except ValueError as exc:  # outlines-core's message names the structure it refused
-        reason = str(exc).splitlines()[0]
-        raise UnsupportedSchemaError(f"the reply schema cannot be compiled: {reason}", param=param) from None
+    size = _grammar_size(json.dumps(schema, sort_keys=True))
+    if isinstance(size, str):
+        raise UnsupportedSchemaError(f"the reply schema cannot be compiled: {size}", param=param)
     if size > MAX_GRAMMAR_CHARS:
         raise UnsupportedSchemaError(
             f"the reply schema is too large: its grammar has {size} characters, the limit is "
@@ -174,6 +173,15 @@ def reply_format(schema: Any, *, param: str, name: str = "response") -> ReplyFor
             param=param,
         )
     return ReplyFormat(schema, name)
+
+
+@lru_cache(maxsize=256)
+def _grammar_size(canonical: str) -> int | str:
+    """The compiled pattern's length, or why it does not compile."""
+    try:
+        return len(schema_regex(json.loads(canonical)))
+    except ValueError as exc:  # outlines-core's message names the structure it refused
+        return str(exc).splitlines()[0]
 
 
 def check_reply(text: str, fmt: ReplyFormat) -> str | None:

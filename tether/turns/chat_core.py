@@ -174,8 +174,7 @@ class ChatBackendCore(ChatCore):
         router = TextRouter(prepared.fmt, prepared.tools, job.stop, keep=job.reply_format is not None)
         calls = router.calls
         # A structured reply from a backend that may not enforce it leaves whole, checked and repaired.
-        held_format = job.reply_format if not self.backend.schema_replies else None
-        hold = held_format is not None
+        hold = job.reply_format is not None and not self.backend.schema_replies
         held: list[TextOut] = []
         text: list[str] = []
         started = time.monotonic()
@@ -204,8 +203,8 @@ class ChatBackendCore(ChatCore):
                         break  # leaving closes the stream: the backend stops
         tail = [*held, *router.close()]
         notes: tuple[Intervention, ...] = ()
-        if held_format is not None and not calls:
-            fixed = repaired_reply("".join(t.text for t in tail), held_format)
+        if hold and job.reply_format is not None and not calls:
+            fixed = repaired_reply("".join(t.text for t in tail), job.reply_format)
             if fixed is not None:
                 router.text, notes = fixed[0], (fixed[1],)
                 tail = [TextOut(fixed[0])]

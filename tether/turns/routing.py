@@ -48,7 +48,8 @@ class TextRouter:
         self._claim = claim
         self.calls: list[ToolCall] = []
         self.sent_text = False
-        self._kept: list[str] | None = [] if keep else None
+        self._keep = keep
+        self.text = ""
 
     def feed(self, piece: str) -> list[TextOut]:
         """The content ``piece`` makes ready (some may be held back, to see whether a stop or a call opens)."""
@@ -68,15 +69,6 @@ class TextRouter:
         if self._detector is not None:
             out += self._out(self._take(self._detector.close()))
         return out
-
-    @property
-    def text(self) -> str:
-        """The content that went out (kept only when asked for; else empty)."""
-        return "".join(self._kept or ())
-
-    @text.setter
-    def text(self, value: str) -> None:
-        self._kept = [value]
 
     @property
     def looped(self) -> bool:
@@ -107,7 +99,7 @@ class TextRouter:
 
     def _out(self, texts: list[str]) -> list[TextOut]:
         self.sent_text = self.sent_text or bool(texts)
-        if self._kept is not None:
-            self._kept.extend(texts)
+        if self._keep:
+            self.text += "".join(texts)
         claim = self._claim
         return [TextOut(t) if claim is None else TextOut(t, claim(t)) for t in texts]

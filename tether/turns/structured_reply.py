@@ -52,7 +52,7 @@ def closed_reply(job: ChatJob, text: str) -> tuple[str, Intervention] | None:
     """What closes a structured reply cut short, with its note; None for any other reply."""
     fmt = job.reply_format
     suffix = closing_suffix(text, fmt.schema) if fmt is not None and text else None
-    if suffix is None:
+    if suffix is None or fmt is None:
         return None
     return suffix, Intervention("reply_closed", f"the structured reply was cut short: closed with {suffix!r}")
 
