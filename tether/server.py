@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from collections.abc import Sequence
 from pathlib import Path
@@ -282,9 +283,11 @@ def load_embedder(config: ServerConfig) -> Embedder | None:
             return None
     else:
         path = Path(config.embedding_model).expanduser()
-    from tether.engine.embedding import LlamaEmbedder
+    from tether.engine.embedding.llama import SHARED_THREADS, LlamaEmbedder
 
-    return LlamaEmbedder(path, n_threads=config.n_threads)
+    # Beside an in-process engine, one thread (SHARED_THREADS says why); alone, every core.
+    threads = (config.n_threads or os.cpu_count() or 1) if config.backend else SHARED_THREADS
+    return LlamaEmbedder(path, n_threads=threads)
 
 
 def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:

@@ -150,3 +150,23 @@ def test_the_converted_file_is_where_the_locator_looks(tmp_path: Path) -> None:
         assert "scripts/setup.sh" in exc.message
         return
     assert found == embedding_model_cache_path() and found.stat().st_size > 40_000_000
+
+
+@pytest.mark.parametrize(("backend", "threads"), [(None, 1), ("http://127.0.0.1:9/v1", 2)])
+def test_the_server_embedder_takes_one_thread_beside_an_in_process_engine(
+    embedder: LlamaEmbedder, backend: str | None, threads: int
+) -> None:
+    # Two multi-threaded llama.cpp contexts in one process slow each other's decode ~4x (libgomp's
+    # throttled spin-wait; benchmarks/bench_engine.py --embedder-threads): beside an in-process engine
+    # the embedder runs on one thread; in front of a remote backend it has the cores.
+    from tether.server import load_embedder
+
+    config = ServerConfig(embedding_model=str(embedder.path), n_threads=2, backend=backend)
+    loaded = load_embedder(config)
+    assert loaded is not None
+    try:
+        assert isinstance(loaded, LlamaEmbedder)
+        assert loaded.threads == threads
+        assert loaded.embed(["hello"]).shape == (1, 384)
+    finally:
+        loaded.close()

@@ -8,7 +8,6 @@ every request). A lock makes the embedder safe to share between the HTTP route a
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ import structlog
 from tether.engine.embedding.base import EmbeddingInput, Embeddings, LruCache
 from tether.errors import ConfigError, EngineError, InvalidRequestError
 
-__all__ = ["LlamaEmbedder"]
+__all__ = ["SHARED_THREADS", "LlamaEmbedder"]
 
 log = structlog.get_logger(__name__)
 
@@ -31,6 +30,14 @@ log = structlog.get_logger(__name__)
 # still computed over every token of the decode: packing 40 short texts into 480 tokens made each
 # ~1.4x slower than one at a time; up to ~128 tokens a decode was the fastest (2 cores, MiniLM).
 _PACK_TOKENS = 128
+
+# Threads for an embedder that shares its process with a llama.cpp chat engine. Each thread that runs
+# a multi-threaded llama.cpp graph keeps its own OpenMP team; once the process holds more OpenMP
+# threads than there are cores, libgomp throttles its spin-wait for every team, and the chat engine's
+# decode steps wait on sleeping threads: a 2-thread embedder beside a 2-thread engine made every
+# decode step ~4x slower on 2 cores (`python -m benchmarks.bench_engine --embedder-threads 0 1 2`).
+# One thread starts no team; a short text embeds in ~6 ms instead of ~4.
+SHARED_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -44,8 +51,8 @@ class LlamaEmbedder:
     """A GGUF embedding model (``bert`` and the other non-causal encoders llama.cpp runs).
 
     ``n_ctx``: the longest input in tokens (capped at the model's trained context, 512 for MiniLM);
-    also the tokens one decode takes. ``n_threads``: default all cores. ``cache_size``: texts whose
-    vectors are kept (384 float32 each: 4,096 entries are 6 MB).
+    also the tokens one decode takes. ``n_threads``: default 1 (see :data:`SHARED_THREADS`).
+    ``cache_size``: texts whose vectors are kept (384 float32 each: 4,096 entries are 6 MB).
     """
 
     def __init__(
@@ -63,7 +70,7 @@ class LlamaEmbedder:
             import llama_cpp
         except ImportError as exc:  # pragma: no cover - exercised only on broken installs
             raise ConfigError("llama-cpp-python is not installed: run `make setup`") from exc
-        self.threads = n_threads or os.cpu_count() or 1
+        self.threads = n_threads or SHARED_THREADS
         try:
             self._llm: Any = llama_cpp.Llama(
                 model_path=str(path),
