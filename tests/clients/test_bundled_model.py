@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from tests.clients.commands import aider_command, cn_command, opencode_command
+from tests.clients.commands import aider_command, cn_command
 from tests.clients.conftest import MODEL_NAME
-from tests.clients.harness import ClientRun, Netns, Server, load_log, run_client
+from tests.clients.harness import CLIENTS, ClientRun, Netns, Server, client_env, load_log, run_client
+from tests.clients.test_launch import dry_run
 
 MAX_TOKENS = 256
 # A hang or a retry loop is caught at this bound. On a quiet 2-core machine each run takes 0.5-2 min; the
@@ -32,8 +33,6 @@ MAX_TOKENS = 256
 CLIENT_TIMEOUT = 900
 AGENT_REQUESTS = 4
 pytestmark = pytest.mark.timeout(CLIENT_TIMEOUT + 300)
-# Tools opencode need not offer here: with read, edit and write left its prompt halves (~4k tokens).
-OPENCODE_DENY = ("bash", "glob", "grep", "skill", "task", "todowrite", "webfetch")
 CONTEXT = 8192
 # Signs of a broken exchange in a client's output (parse failures, rejected deltas, server errors).
 PROTOCOL_ERROR = re.compile(
@@ -130,26 +129,27 @@ def assert_loop_progressed(server: Server, offset: int) -> None:
 
 
 def test_opencode_on_the_bundled_model(request, netns, server, workdir, installed) -> None:
-    """The agent loops of opencode and cn end only when the model answers in text, and the 135M model
+    """opencode on the config ``tether launch opencode`` writes for this 8k window (its small-model
+    profile), merged into a user's config that allows edits: the first prompt fits in half the window.
+
+    The agent loops of opencode and cn end only when the model answers in text, and the 135M model
     keeps calling tools (opencode's step limit only adds a note the model ignores). So those runs are
     stopped after ``AGENT_REQUESTS`` answered requests; what is checked is that every one was answered,
     the tool calls tether returned were executed and their results sent back, and no error surfaced."""
+    config = workdir["home"] / "opencode.json"
+    config.write_text(json.dumps({"permission": {"edit": "allow"}}))
+    printed = dry_run(netns, server, config, "opencode")
+    env = client_env(workdir["home"], OPENCODE_CONFIG_CONTENT=printed.stdout)
+    task = "Create a file hello.txt containing hi"
+    cmd = [str(CLIENTS / "node_modules/.bin/opencode"), "run", "--format", "json", task]
     offset = server.quiet_offset()
-
-    cmd, env = opencode_command(
-        server.base,
-        MODEL_NAME,
-        "Reply with the word hello.",
-        workdir["home"],
-        context=CONTEXT,
-        output=MAX_TOKENS,
-        steps=1,
-        deny=OPENCODE_DENY,
-    )
     run = run_agent(netns, server, offset, cmd, env, workdir)
     check_run(request, server, offset, run, "opencode")
     events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     assert not [e for e in events if e.get("type") == "error"], run.tail()
+    # Its first two requests (the session title, the agent's first turn) each fit in half the window.
+    first = [e for e in log_since(server, offset) if e.get("event") == "generation_finished"][:2]
+    assert max(e["prompt_tokens"] for e in first) < CONTEXT // 2, first
     if run.stopped:
         assert_loop_progressed(server, offset)
 

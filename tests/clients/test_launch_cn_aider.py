@@ -25,6 +25,8 @@ from tests.clients.commands import AIDER_HEADLESS
 from tests.clients.harness import CLIENTS, Server, client_env, load_log, run_client
 from tests.clients.test_launch import dry_run, launch_command
 from tests.clients.test_scripted_clients import FINAL, round_trip_turn, tool_requests
+from tether.launch import continue_cli
+from tether.launch.plan import SMALL_WINDOW
 
 pytestmark = pytest.mark.clients
 
@@ -147,6 +149,27 @@ def test_launch_writes_the_config_and_runs_cn(netns, scripted_server, workdir, i
     assert backup.read_text() == user_text
     entry = check_cn_entry(yaml.safe_load(config.read_text()), server)
     check_cn_requests(log, entry)
+
+
+def test_launch_runs_cn_with_the_small_model_profile_on_a_small_window(
+    netns, scripted_server, workdir, installed
+) -> None:
+    # A 16k window (bytes are tokens on the scripted server): cn runs with only the file tools left.
+    target = workdir["project"] / "hello.txt"
+    arguments = {"filepath": str(target), "content": "written by cn with few tools\n"}
+    server, log = scripted_server(
+        "--tool", "Write", "--arguments", json.dumps(arguments), "--final", FINAL, "--ctx", str(SMALL_WINDOW)
+    )
+    config, _ = cn_user_config(workdir["home"])
+    env = cn_env(workdir["home"], PATH=f"{CLIENTS / 'node_modules/.bin'}:{os.environ.get('PATH', '')}")
+    cmd = launch_command(server, config, "--", "-p", "--allow", "Write", "Create hello.txt", client="cn")
+    run = run_client(netns, cmd, env=env, cwd=workdir["project"], timeout=180)
+    assert not run.timed_out and run.returncode == 0, run.tail()
+    assert target.read_text() == arguments["content"], run.tail()
+    requests = tool_requests(log)
+    offered = {t["function"]["name"] for r in requests for t in r["tools"]}
+    assert "Write" in offered and not offered & set(continue_cli.SMALL_EXCLUDE), offered
+    round_trip_turn(requests, "Write")
 
 
 def test_aider_runs_on_the_files_launch_prints_and_writes(

@@ -100,7 +100,14 @@ def test_opencode_merge_keeps_the_users_keys(home: Path, environ: dict[str, str]
     (change,) = plan.files
     assert change.path == path and change.before == json.dumps(user)
     merged = json.loads(change.after)
-    assert merged["theme"] == "tokyonight" and merged["permission"] == {"bash": "ask"}
+    assert merged["theme"] == "tokyonight"
+    # A 16k window gets the small-model profile where the user said nothing: bash stays "ask".
+    assert merged["permission"] == {"bash": "ask"} | {t: "deny" for t in opencode.SMALL_DENY if t != "bash"}
+    assert (merged["autoupdate"], merged["share"], merged["agent"]) == (
+        False,
+        "disabled",
+        {"build": {"steps": opencode.SMALL_STEPS}},
+    )
     assert merged["provider"]["anthropic"] == user["provider"]["anthropic"]  # type: ignore[index]
     tether = merged["provider"]["tether"]
     assert tether["npm"] == "@ai-sdk/openai-compatible"
@@ -139,7 +146,10 @@ def test_continue_merge_puts_tether_first_and_keeps_other_models(home: Path, env
     )
     assert entry["defaultCompletionOptions"] == {"contextLength": 16384, "maxTokens": 2048}
     assert change.notes and "comments" in change.notes[0]
-    assert continue_cli.plan(TARGET, None, environ).argv == ("cn", "--config", str(path))
+    plan = continue_cli.plan(TARGET, None, environ)
+    assert plan.argv[:3] == ("cn", "--config", str(path))
+    assert plan.argv[3:] == tuple(a for t in continue_cli.SMALL_EXCLUDE for a in ("--exclude", t))
+    assert plan.env["CONTINUE_CLI_ENABLE_TELEMETRY"] == "0"
 
 
 def test_aider_merge_keeps_conf_keys_other_models_and_settings(home: Path, environ: dict[str, str]) -> None:
@@ -151,15 +161,44 @@ def test_aider_merge_keeps_conf_keys_other_models_and_settings(home: Path, envir
     conf, metadata, settings = aider.plan(TARGET, None, environ).files
     merged = yaml.safe_load(conf.after)
     assert merged["dark-mode"] is True and merged["model"] == "openai/qwen-coder"
+    assert {k: merged[k] for k in aider.SMALL_CONF} == aider.SMALL_CONF
     assert merged["openai-api-base"] == f"{TARGET.base}/v1"
     assert merged["model-metadata-file"] == str(home / ".aider.model.metadata.json")
     meta = json.loads(metadata.after)
     assert meta["other/model"] == {"max_input_tokens": 1}
     assert meta["openai/qwen-coder"]["max_input_tokens"] == 16384
     assert yaml.safe_load(settings.after) == [
-        {"name": "openai/qwen-coder", "edit_format": "whole", "extra_params": {"max_tokens": 8192}},
+        {
+            "name": "openai/qwen-coder",
+            "edit_format": "whole",
+            "use_repo_map": False,
+            "extra_params": {"max_tokens": 8192},
+        },
         {"name": "other/model", "edit_format": "diff"},
     ]
+
+
+def test_a_large_window_gets_no_small_model_profile(home: Path, environ: dict[str, str]) -> None:
+    large = Target(TARGET.base, TARGET.model, 65536, "unused")
+    (change,) = opencode.plan(large, None, environ).files
+    merged = json.loads(change.after)
+    assert not {"permission", "agent", "autoupdate", "share"} & set(merged)
+    assert continue_cli.plan(large, None, environ).argv == (
+        "cn",
+        "--config",
+        str(home / ".continue/config.yaml"),
+    )
+    conf, _, settings = aider.plan(large, None, environ).files
+    assert not set(aider.SMALL_CONF) & set(yaml.safe_load(conf.after))
+    assert yaml.safe_load(settings.after) == [{"name": "openai/qwen-coder", "extra_params": {"max_tokens": 8192}}]
+
+
+def test_the_small_model_profile_keeps_what_the_user_chose(home: Path, environ: dict[str, str]) -> None:
+    path = home / ".config/opencode/opencode.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"permission": "allow", "agent": {"build": {"steps": 40}}, "share": "manual"}))
+    merged = json.loads(opencode.plan(TARGET, None, environ).files[0].after)
+    assert (merged["permission"], merged["agent"], merged["share"]) == ("allow", {"build": {"steps": 40}}, "manual")
 
 
 def test_claude_gets_a_settings_file_of_its_own_and_no_anthropic_key(

@@ -4,7 +4,7 @@ Sections: per-category accuracy bars with Wilson 95 % whiskers for every group;
 the paired deltas of each group against the baseline (Newcombe interval, exact
 McNemar p) as a table and a forest plot; the cost per item (model calls,
 retries, tokens, latency, tool errors, compactions); the most common failure
-types.
+types; every item (:mod:`tether.evals.html_items`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import html
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
+from tether.evals.html_items import ITEMS_CSS, items_section
 from tether.evals.records import ItemRecord
 from tether.evals.report import ALL, CategoryStats, categories_of, compare_groups, summarize
 from tether.evals.stats import PairedDelta
@@ -190,7 +191,7 @@ def html_report(
     out = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<meta name='viewport' content='width=device-width,initial-scale=1'><title>{_e(title)}</title>",
-        f"<style>{CSS}</style></head><body>",
+        f"<style>{CSS}{ITEMS_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1><p class='meta'>{meta}</p>",
         *(f"<p class='note'>{_e(n)}</p>" for n in notes),
         "<h2>Accuracy by category</h2>",
@@ -214,6 +215,10 @@ def html_report(
         _cost_table(summaries),
         "<h2>Failure types</h2>",
         _errors(summaries),
+        "<h2>Items</h2>",
+        "<p class='note'>Every item under every preset: the prompt (cut), what the model answered, what a "
+        "right answer does (BFCL's accepted values, or the scenario's reference) and why it was judged wrong.</p>",
+        items_section(groups),
         "</body></html>",
     ]
     return "\n".join(out)

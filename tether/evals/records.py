@@ -51,6 +51,8 @@ class ItemRecord:
     output: Any = None
     model: str = ""
     server: str = ""
+    prompt: str = ""  # the request's words, cut to a few hundred characters
+    expected: Any = None  # what a right answer does: the expected calls, "no call", a reference
 
     @property
     def key(self) -> tuple[str, str, str, int]:

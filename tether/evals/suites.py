@@ -14,8 +14,9 @@ interleaved round-robin, so a run stopped early has covered each one evenly.
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -112,6 +113,8 @@ class BfclEvalItem(_OfBfcl):
             latency_s=round(reply.latency_s, 3),
             interventions=_kinds(reply.interventions),
             output={"content": reply.text or None, "tool_calls": _calls(reply.tool_calls)},
+            prompt=excerpt(_last_user(self.item.messages)),
+            expected=_bfcl_expected(self.item),
         )
 
 
@@ -152,6 +155,8 @@ class BfclMultiTurnEvalItem(_OfBfcl):
             latency_s=round(result.latency_s, 3),
             interventions=dict(result.interventions),
             output={"steps": result.steps},
+            prompt=excerpt(_last_user(self.item.turns[0]) if self.item.turns else ""),
+            expected={"calls per turn": [list(turn) for turn in self.item.answer]},
         )
 
 
@@ -191,7 +196,37 @@ class ScenarioEvalItem:
             compactions=result.compactions,
             interventions=dict(result.interventions),
             output=result.summary(),
+            prompt=excerpt(self.scenario.prompt),
+            expected={
+                "reference calls": [
+                    {"name": c.tool, "arguments": c.args} for c in self.scenario.reference.calls
+                ],
+                "answer": self.scenario.reference.answer,
+            },
         )
+
+
+PROMPT_CHARS = 300  # the prompt excerpt a record keeps
+
+
+def excerpt(text: str, limit: int = PROMPT_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters (an ellipsis marks the cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _last_user(messages: Sequence[Mapping[str, Any]]) -> str:
+    content = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+
+
+def _bfcl_expected(item: bfcl.BfclItem) -> Any:
+    """BFCL's accepted answers, or what the category asks for when it ships none."""
+    if item.category == "live_relevance":
+        return "any call"
+    if "irrelevance" in item.category:
+        return "no call"
+    return list(item.answer) if item.answer is not None else None
 
 
 def _record(

@@ -4,6 +4,11 @@ Default file: ``~/.aider.conf.yml``; ``.aider.model.metadata.json`` (the window,
 ``.aider.model.settings.yml`` (``extra_params.max_tokens``: aider sends none and fails on a reply cut
 by the server's default cap) sit next to it and are named in it. Keys and entries for other models
 are kept. aider is run with ``--config FILE``; the model is ``openai/<served name>``.
+
+For a small window (:data:`~tether.launch.plan.SMALL_WINDOW`) the keys the user has not set get the
+small-model profile: the ``whole`` edit format (a small model copies a file more reliably than it
+writes search/replace blocks), no repository map (it would take the window), no update checks or
+analytics.
 """
 
 from __future__ import annotations
@@ -44,8 +49,16 @@ def _max_tokens(target: Target) -> int:
     return reply_tokens(target.n_ctx, share=2, cap=8192)
 
 
+# The small-model profile's keys in .aider.conf.yml and in the model's settings entry.
+SMALL_CONF = {"map-tokens": 0, "check-update": False, "analytics": False, "show-release-notes": False}
+SMALL_SETTINGS = {"edit_format": "whole", "use_repo_map": False}
+
+
 def _conf(path: Path, target: Target, metadata: Path, settings: Path) -> FileChange:
     before, conf = load_yaml_mapping(path)
+    if target.small:
+        for key, value in SMALL_CONF.items():
+            conf.setdefault(key, value)
     conf.update(
         {
             "model": model_name(target),
@@ -85,6 +98,9 @@ def _settings(path: Path, target: Target) -> FileChange:
     if entry is None:
         entry = {"name": name}
         entries.append(entry)
+    if target.small:
+        for key, value in SMALL_SETTINGS.items():
+            entry.setdefault(key, value)
     mapping_at(entry, "extra_params", path)["max_tokens"] = _max_tokens(target)
     return file_change(path, before, dump_yaml(entries))
 

@@ -3,6 +3,10 @@
 Default file: ``$CONTINUE_GLOBAL_DIR/config.yaml`` (``~/.continue/config.yaml``). The ``tether``
 entry goes first in ``models`` (cn chats with the first chat model); other models and keys are kept.
 cn is run with ``--config FILE``.
+
+For a small window (:data:`~tether.launch.plan.SMALL_WINDOW`) cn is run with the tools a small model
+cannot use excluded (``--exclude``: only reading, listing, writing and editing files are left) and
+its telemetry off.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from tether.launch.plan import (
     reply_tokens,
 )
 
-__all__ = ["MODEL_NAME", "default_path", "merge", "plan"]
+__all__ = ["MODEL_NAME", "SMALL_EXCLUDE", "default_path", "merge", "plan"]
 
 MODEL_NAME = "tether"
+SMALL_EXCLUDE = ("Bash", "Fetch", "Checklist", "CheckBackgroundJob", "AskQuestion", "Skills")
+SMALL_ENV = {"CONTINUE_CLI_ENABLE_TELEMETRY": "0", "CONTINUE_METRICS_ENABLED": "0"}
 
 
 def default_path(environ: Mapping[str, str]) -> Path:
@@ -63,4 +69,7 @@ def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -
     path = config_path or default_path(environ)
     before, config = load_yaml_mapping(path)
     change = file_change(path, before, dump_yaml(merge(config, target, path)))
-    return ClientPlan("cn", (change,), ("cn", "--config", str(path)))
+    if not target.small:
+        return ClientPlan("cn", (change,), ("cn", "--config", str(path)))
+    excluded = [arg for tool in SMALL_EXCLUDE for arg in ("--exclude", tool)]
+    return ClientPlan("cn", (change,), ("cn", "--config", str(path), *excluded), env=SMALL_ENV)

@@ -4,6 +4,11 @@ Default file: ``$OPENCODE_CONFIG`` if set, else ``$XDG_CONFIG_HOME/opencode/open
 config, ``~/.config`` without XDG). The provider, ``model`` and ``small_model`` are set; every other
 key (other providers, permissions, agents, …) is kept. opencode is run with ``OPENCODE_CONFIG``
 pointing at the file, so a ``--config-path`` elsewhere is read too.
+
+For a small window (:data:`~tether.launch.plan.SMALL_WINDOW`) the keys the user has not set get the
+small-model profile: every tool but ``read``, ``edit`` and ``write`` denied (opencode then leaves them
+out of its prompt, which halves: ~3,500 tokens instead of ~7,600), the build agent's ``steps``
+bounded, no auto-update and no sharing.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from typing import Any
 
 from tether.launch.plan import ClientPlan, Target, home_dir, json_change, mapping_at, reply_tokens
 
-__all__ = ["PROVIDER", "default_path", "merge", "plan"]
+__all__ = ["PROVIDER", "SMALL_DENY", "SMALL_STEPS", "default_path", "merge", "plan"]
 
 PROVIDER = "tether"
+SMALL_DENY = ("bash", "glob", "grep", "skill", "task", "todowrite", "webfetch")
+SMALL_STEPS = 3
 
 
 def default_path(environ: Mapping[str, str]) -> Path:
@@ -41,7 +48,20 @@ def merge(config: dict[str, Any], target: Target, where: Path) -> dict[str, Any]
     model["name"] = target.model
     model["limit"] = {"context": target.n_ctx, "output": reply_tokens(target.n_ctx)}
     out["model"] = out["small_model"] = f"{PROVIDER}/{target.model}"
+    if target.small:
+        _small_profile(out, where)
     return out
+
+
+def _small_profile(out: dict[str, Any], where: Path) -> None:
+    """What a small model needs, where the user has not said otherwise (see the module doc)."""
+    out.setdefault("autoupdate", False)
+    out.setdefault("share", "disabled")
+    mapping_at(mapping_at(out, "agent", where), "build", where).setdefault("steps", SMALL_STEPS)
+    permission = out.setdefault("permission", {})
+    if isinstance(permission, dict):  # a single word ("allow") is the user's choice for every tool
+        for tool in SMALL_DENY:
+            permission.setdefault(tool, "deny")
 
 
 def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:

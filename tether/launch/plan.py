@@ -19,6 +19,7 @@ import yaml
 from tether.errors import ConfigError
 
 __all__ = [
+    "SMALL_WINDOW",
     "ClientPlan",
     "FileChange",
     "Planner",
@@ -36,6 +37,11 @@ __all__ = [
 ]
 
 
+# A window this size or smaller gets each client's small-model profile: the tools a small model
+# cannot use left out of the prompt, a bounded agent loop, no update checks or sharing.
+SMALL_WINDOW = 16384
+
+
 @dataclass(frozen=True)
 class Target:
     """The tether server a client is pointed at."""
@@ -48,6 +54,11 @@ class Target:
     @property
     def openai_base(self) -> str:
         return f"{self.base}/v1"
+
+    @property
+    def small(self) -> bool:
+        """Whether the client gets its small-model profile (:data:`SMALL_WINDOW`)."""
+        return self.n_ctx <= SMALL_WINDOW
 
 
 def reply_tokens(n_ctx: int, *, share: int = 8, cap: int = 4096) -> int:

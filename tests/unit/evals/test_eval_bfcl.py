@@ -129,3 +129,22 @@ def test_the_checker_stand_in_does_not_leak() -> None:
     assert "bfcl_eval.constants.model_config" not in sys.modules
     heavy = ("boto3", "cohere", "mistralai", "google.genai", "torch", "sentence_transformers")
     assert not [m for m in heavy if m in sys.modules]
+
+
+async def test_a_record_keeps_the_prompt_and_what_a_right_answer_does(
+    items: dict[str, list[bfcl.BfclItem]], scripted_client: Any
+) -> None:
+    from tether.evals.suites import PROMPT_CHARS, BfclEvalItem, RunOptions, excerpt
+
+    item = items["simple_python"][0]
+    client, _ = scripted_client([json.dumps({"response": "No idea."})])
+    record = await BfclEvalItem(item).evaluate(client, "bare", 0, RunOptions())
+    asked = item.messages[-1]["content"]
+    assert record.prompt == excerpt(asked) and asked.split()[0] in record.prompt
+    long = excerpt("word " * 200)
+    assert len(long) == PROMPT_CHARS and long.endswith("…")
+    assert record.expected == list(item.answer or ())
+    assert not record.correct and record.output == {"content": "No idea.", "tool_calls": []}
+    none = items["irrelevance"][0]
+    client, _ = scripted_client([json.dumps({"response": "No idea."})])
+    assert (await BfclEvalItem(none).evaluate(client, "bare", 0, RunOptions())).expected == "no call"

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from tether.evals.cli import eval_app
 from tether.evals.html import html_report
+from tether.evals.html_items import reason
 from tether.evals.records import ItemRecord, ResultStore
 from tether.evals.report import ALL, compare_groups, summarize
 
@@ -72,3 +73,46 @@ def test_cli_compare_report_and_scenarios(tmp_path: Path) -> None:
     assert runner.invoke(eval_app, []).exit_code == 2
     bad = runner.invoke(eval_app, ["--suite", "scenarios", "--preset", "bare,turbo"])
     assert bad.exit_code == 2 and "turbo" in bad.output
+
+
+def test_the_report_lists_every_item_with_its_prompt_answer_expectation_and_reason() -> None:
+    wrong = ItemRecord(
+        "bfcl", "parallel", "parallel_2", "strict", correct=False,
+        error_type="parallel_function_checker_no_order:cannot_find_match",
+        error='["Could not find a matching function.", {"Model Result Index 0": {"sub_error": '
+        '["Invalid value for parameter \'city\': \'Paris\'. Expected one of [\'Berlin\']."]}}]',
+        output={"content": None, "tool_calls": [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]},
+        prompt="Weather in Berlin and Rome?", expected=[{"get_weather": {"city": ["Berlin"]}}],
+    )  # fmt: skip
+    text = ItemRecord(
+        "bfcl", "simple_python", "simple_python_9", "bare", error_type="ast_decoder:decoder_failed",
+        error="Invalid syntax. Failed to decode AST.", output={"content": "It is sunny.", "tool_calls": []},
+        prompt="Weather <b>now</b>?",
+    )  # fmt: skip
+    page = html_report({"bare": [*BARE, text], "strict": [wrong]}, baseline="bare")
+    rows = re.findall(r'<tr class="r p(\d) (right|wrong)">', page)
+    assert len(rows) == len(BARE) + 2
+    assert ("1", "wrong") in rows and rows.count(("0", "right")) == sum(r.correct for r in BARE)
+    assert "no call matches an expected one: Invalid value for parameter &#x27;city&#x27;" in page
+    assert "get_weather({&quot;city&quot;: &quot;Paris&quot;})" in page and "Weather in Berlin and Rome?" in page
+    assert "no call in the reply: Invalid syntax." in page and "text: It is sunny." in page
+    assert "Weather &lt;b&gt;now&lt;/b&gt;?" in page  # the prompt is text, never markup
+    # CSS-only filters: one rule per preset and one per outcome, with every radio before the table.
+    assert "#fp-1:checked~table tr.r:not(.p1){display:none}" in page
+    assert "#fo-right:checked~table tr.wrong" in page
+    items = page[page.index("<div class='items'>") :]
+    assert items.index('id="fo-wrong"') < items.index("<table>") and items.index('id="fp-1"') < items.index("<table>")
+    assert not re.search(r"<script", page)
+
+
+def test_reasons_read_in_words() -> None:
+    def why(kind: str, error: str = "") -> str:
+        return reason(ItemRecord("bfcl", "c", "i", "p", error_type=kind, error=error))
+
+    assert why("irrelevance_error:decoder_success", "function call produced") == (
+        "called a tool where none fits: function call produced"
+    )
+    assert why("value_error:string", '["Invalid value for parameter \'a\'."]').startswith("a value not among")
+    assert why("multi_turn:force_terminated") == "past BFCL's step limit"
+    assert why("something_new") == "something_new"
+    assert reason(ItemRecord("bfcl", "c", "i", "p", correct=True)) == ""
