@@ -10,6 +10,7 @@ both the logit difference before it and the top-two gap at it), as in the MLX pa
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy.typing as npt
 import pytest
 
 from tether.chat import Message
-from tether.engine.base import LogitsProcessor, SamplingParams, Token
+from tether.engine.base import Done, GenerationEvent, LogitsProcessor, SamplingParams, Token
 from tether.engine.batch import BatchedLlama, BatchOptions, BatchSlot
 from tether.engine.locate import bundled_model_path
 from tether.engine.processors import chain
@@ -222,3 +223,39 @@ def test_a_cancelled_request_frees_its_sequence_for_the_others(model: BatchedLla
     assert not worker.is_alive()
     assert 5 <= len(seen) <= 7
     assert short
+
+
+def test_a_prompt_prefilled_beside_a_decoding_one_reports_its_progress(model: BatchedLlama) -> None:
+    slots, reqs = model.slots(), requests(model)
+    template = ChatTemplate(model.info.chat_template)
+    text = "Small models call tools when the proxy helps them. " * 90 + "Say hi."
+    long = model.tokenize(template.render([{"role": "user", "content": text}]))
+    assert model.runner.options.prefill_chunk * 4 < len(long) < 2000
+    seen: list[tuple[int, int]] = []
+    decoding = threading.Event()
+
+    def background() -> None:  # keeps the runner decoding, so the long prompt goes in chunks
+        for event in slots[0].generate(reqs[0][0], SamplingParams(max_tokens=200, temperature=0.0)):
+            if isinstance(event, Token):
+                decoding.set()
+
+    worker = threading.Thread(target=background)
+    worker.start()
+    assert decoding.wait(60)
+    result: list[GenerationEvent] = []
+    prefiller = threading.Thread(
+        target=lambda: result.extend(slots[3].generate(long, SamplingParams(max_tokens=4, temperature=0.0)))
+    )
+    prefiller.start()
+    while prefiller.is_alive():
+        progress = slots[3].prefill_progress()
+        if progress is not None:
+            seen.append((progress.done, progress.total))
+        time.sleep(0.002)
+    worker.join(timeout=120)
+    done = result[-1]
+    assert isinstance(done, Done) and len(long) - 64 < done.prompt_tokens_evaluated <= len(long)
+    # Of the tokens it had to evaluate (a chat template's opening may be copied from another sequence).
+    assert seen and all(0 <= d < t == done.prompt_tokens_evaluated for d, t in seen), seen
+    assert len({d for d, _ in seen}) >= 3  # it moved, chunk by chunk
+    assert slots[3].prefill_progress() is None

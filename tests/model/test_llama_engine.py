@@ -117,3 +117,50 @@ def test_cancellation_stops_early(smollm: LlamaCppEngine) -> None:
             done = ev
     assert done is not None and done.finish_reason == "cancelled"
     assert done.completion_tokens == 3
+
+
+LONG = "The history of tool use in small language models is short but instructive. " * 120
+
+
+def test_a_long_prompt_reports_its_prefill_and_decodes_as_before(smollm: LlamaCppEngine) -> None:
+    ids = prompt_ids(smollm, LONG + "Summarize that in one sentence.")
+    assert len(ids) > 3 * smollm._llm.n_batch
+    seen: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            progress = smollm.prefill_progress()
+            if progress is not None:
+                seen.append((progress.done, progress.total))
+            stop.wait(0.002)
+
+    smollm._llm.reset()  # cold: the whole prompt is evaluated
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        toks, done = run(smollm, ids)
+    finally:
+        stop.set()
+        watcher.join()
+    assert done.prompt_tokens_evaluated == len(ids)
+    assert seen and all(0 <= d < t == len(ids) for d, t in seen), seen
+    assert any(d > 0 for d, _ in seen) and smollm.prefill_progress() is None
+    # llama-cpp-python's own generate, from cold, on the same context: the same greedy tokens.
+    smollm._llm.reset()
+    plain = []
+    for token in smollm._llm.generate(ids, temp=0.0, top_k=1):
+        if token in smollm.info.eos_token_ids or len(plain) == len(toks):
+            break
+        plain.append(int(token))
+    assert plain == toks
+
+
+def test_a_cancel_during_prefill_ends_it_between_batches(smollm: LlamaCppEngine) -> None:
+    ids = prompt_ids(smollm, LONG + "And again.")
+    smollm._llm.reset()
+    cancel = threading.Event()
+    cancel.set()
+    toks, done = run(smollm, ids, cancel=cancel)
+    assert toks == [] and done.finish_reason == "cancelled" and done.completion_tokens == 0
+    assert smollm._llm.n_tokens < len(ids)  # the rest of the prompt was never evaluated

@@ -11,12 +11,19 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from tether.engine.base import Constraint, GenerationEvent, LogitsProcessor, SamplingParams, Token
+from tether.engine.base import (
+    Constraint,
+    GenerationEvent,
+    LogitsProcessor,
+    Prefill,
+    SamplingParams,
+    Token,
+)
 from tether.engine.scripted import Reply, ScriptedEngine
 from tether.grammar.local import LocalConstraint
 from tether.grammar.spec import OutputSpec
 
-__all__ = ["BrokenConstraint", "FaultyEngine", "SlowEngine", "break_layer0"]
+__all__ = ["BrokenConstraint", "FaultyEngine", "PrefillingEngine", "SlowEngine", "break_layer0"]
 
 
 class SlowEngine(ScriptedEngine):
@@ -58,6 +65,39 @@ class SlowEngine(ScriptedEngine):
                 yield ev
         finally:
             self.running.clear()
+
+
+class PrefillingEngine(ScriptedEngine):
+    """A scripted engine whose prompt takes ``chunks`` steps of ``delay`` seconds to "evaluate",
+    reported as llama.cpp's engines report it (``ReportsPrefill``)."""
+
+    def __init__(self, replies: Sequence[Reply], *, chunks: int = 20, delay: float = 0.05) -> None:
+        super().__init__(replies)
+        self.chunks, self.delay = chunks, delay
+        self._progress: Prefill | None = None
+
+    def prefill_progress(self) -> Prefill | None:
+        return self._progress
+
+    def generate(
+        self,
+        prompt: Sequence[int],
+        params: SamplingParams,
+        *,
+        constraint: Constraint | None = None,
+        cancel: threading.Event | None = None,
+        logits_processor: LogitsProcessor | None = None,
+    ) -> Iterator[GenerationEvent]:
+        began, step = time.monotonic(), max(1, len(prompt) // self.chunks)
+        try:
+            for k in range(self.chunks):
+                self._progress = Prefill(k * step, self.chunks * step, time.monotonic() - began)
+                time.sleep(self.delay)
+        finally:
+            self._progress = None
+        yield from super().generate(
+            prompt, params, constraint=constraint, cancel=cancel, logits_processor=logits_processor
+        )
 
 
 class FaultyEngine(ScriptedEngine):

@@ -40,7 +40,9 @@ __all__ = [
     "Generation",
     "GenerationEvent",
     "LogitsProcessor",
+    "Prefill",
     "ReportsBatch",
+    "ReportsPrefill",
     "SamplingParams",
     "Token",
     "TokenChoice",
@@ -185,6 +187,31 @@ class Decides(Protocol):
 
     @property
     def decision(self) -> Decision | None: ...
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """How far the prompt of a slot's current generation has been evaluated: ``done`` of the
+    ``total`` tokens it has to evaluate (the reused prefix not counted), in ``seconds`` so far."""
+
+    done: int
+    total: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        """Tokens evaluated per second so far (0 before the first chunk is done)."""
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+
+@runtime_checkable
+class ReportsPrefill(Protocol):
+    """An engine that can say how far its current generation's prompt has been evaluated (the
+    dashboard shows it while a long prompt prefills)."""
+
+    def prefill_progress(self) -> Prefill | None:
+        """None when no prompt is being evaluated."""
+        ...
 
 
 @runtime_checkable

@@ -2,7 +2,10 @@
 
 One instance owns one ``Llama`` context. Prefix reuse is the live context's:
 a prompt that shares a prefix with what the context holds only evaluates the
-new tail (``Llama.generate`` trims the KV cache to the common prefix).
+new tail (``Llama.generate`` trims the KV cache to the common prefix). A tail longer than one
+batch is evaluated here first, a whole batch at a time, so its progress can be shown
+(:class:`~tether.engine.base.ReportsPrefill`) and a cancel stops it between batches; the batches are
+the ones ``Llama.generate`` would have made, so the logits are the same.
 
 A GGUF without a chat template is prompted with tether's ChatML fallback; where its end-of-turn
 marker is plain text to the model, every generation stops at the fallback's markers
@@ -14,6 +17,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,10 +30,12 @@ import structlog
 
 from tether.engine.base import (
     ContextEngine,
+    Done,
     EngineInfo,
     Generation,
     GenerationEvent,
     LogitsProcessor,
+    Prefill,
     common_prefix_len,
 )
 from tether.engine.llama_options import LlamaOptions, llama_kwargs
@@ -199,10 +206,14 @@ class LlamaCppEngine(LlamaText, ContextEngine):
             "model_loaded", path=str(path), n_ctx=self._info.n_ctx, threads=threads, **options.describe()
         )
         _ = self.model_stops  # decided once, at load
+        self._prefill: Prefill | None = None
 
     @property
     def info(self) -> EngineInfo:
         return self._info
+
+    def prefill_progress(self) -> Prefill | None:
+        return self._prefill
 
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
         return common_prefix_len(self._llm._input_ids, prompt)
@@ -222,6 +233,9 @@ class LlamaCppEngine(LlamaText, ContextEngine):
         prompt, params, logits_processor, cancel = run.prompt, run.params, run.logits_processor, run.cancel
         llm = self._llm
         evaluated = self._evaluated(prompt)
+        if not self._prefilled(prompt, evaluated, run.cancel):
+            yield Done("cancelled", len(prompt), evaluated, 0)
+            return
         llm.set_seed(params.seed if params.seed is not None else secrets.randbits(31))
         eos = self._info.eos_token_ids
         guarded = _GuardedProcessor(logits_processor, eos) if logits_processor else None
@@ -251,6 +265,26 @@ class LlamaCppEngine(LlamaText, ContextEngine):
             yield from events
         finally:
             tokens.close()
+
+    def _prefilled(self, prompt: Sequence[int], evaluated: int, cancel: threading.Event | None) -> bool:
+        """Evaluate the whole batches of the prompt's new tail but the last (see the module doc);
+        False when ``cancel`` was set on the way."""
+        llm = self._llm
+        start, batch = len(prompt) - evaluated, llm.n_batch
+        whole = (evaluated - 1) // batch  # at least one token is left for generate to evaluate
+        if whole < 1:
+            return True
+        began = time.monotonic()
+        llm.n_tokens = start  # eval drops the cache past it, as generate would
+        try:
+            for k in range(whole):
+                self._prefill = Prefill(k * batch, evaluated, time.monotonic() - began)
+                if cancel is not None and cancel.is_set():
+                    return False
+                llm.eval(prompt[start + k * batch : start + (k + 1) * batch])
+        finally:
+            self._prefill = None
+        return True
 
     def close(self) -> None:
         self._llm.close()

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 import anyio
 import structlog
@@ -36,6 +37,7 @@ from tether.engine.base import (
     Engine,
     GenerationEvent,
     LogitsProcessor,
+    ReportsPrefill,
     SamplingParams,
     Token,
 )
@@ -90,6 +92,25 @@ class Scheduler:
     def snapshot(self) -> dict[str, float | int]:
         busy = len(self.engines) - len(self._free)
         return self.stats.as_dict(self.queue_depth, busy, len(self.engines))
+
+    def prefilling(self) -> list[dict[str, Any]]:
+        """The running generations whose prompt is being evaluated: slot, request id, tokens done of
+        the tokens to evaluate, and the rate so far (engines that report it: ``ReportsPrefill``)."""
+        out = []
+        for slot, run in sorted(self._running.items()):
+            engine = self.engines[slot]
+            progress = engine.prefill_progress() if isinstance(engine, ReportsPrefill) else None
+            if progress is not None:
+                out.append(
+                    {
+                        "slot": slot,
+                        "request_id": run.request_id,
+                        "done": progress.done,
+                        "total": progress.total,
+                        "tok_s": round(progress.rate, 1),
+                    }
+                )
+        return out
 
     def _best_free(self, prompt: Sequence[int]) -> int:
         return max(sorted(self._free), key=lambda i: self.engines[i].cached_prefix_len(prompt))
@@ -252,6 +273,7 @@ class Scheduler:
         """
         queued = time.monotonic()
         seq = next(self._seq)
+        request_id = str(structlog.contextvars.get_contextvars().get("request_id", ""))
         try:
             held: int | None = await self._acquire(prompt, priority, seq)
         except asyncio.CancelledError:
@@ -268,7 +290,7 @@ class Scheduler:
                 segment = [*prompt, *produced]
                 seg_params = replace(params, max_tokens=params.max_tokens - before) if before else params
                 queue: asyncio.Queue[object] = asyncio.Queue()
-                run = Run(held, priority, seq)
+                run = Run(held, priority, seq, request_id=request_id)
                 self._running[held] = run
                 self._start(run, segment, seg_params, logits_processor, queue, constraint)
                 preempted = False

@@ -38,6 +38,7 @@ class Run:
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     orphaned: bool = False
     thread: threading.Thread | None = None
+    request_id: str = ""  # the request it serves (structlog's bound ``request_id``), for the dashboard
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def snapshot(state: AppState) -> dict[str, Any]:
     return {
         "model": state.model_id,
         "scheduler": state.scheduler.snapshot(),
+        "prefill": state.scheduler.prefilling(),
         "in_flight": recent.in_flight,
         "interventions": state.core.stats.interventions,
         "turns": recent.as_list(),

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import httpx
 import pytest
 
 from tests.conftest import make_client
-from tests.support.engines import SlowEngine
+from tests.support.engines import PrefillingEngine, SlowEngine
 from tests.support.scripted import READ_FILE, lookup_tools
 from tests.support.socket_server import serving
 from tether.config import ServerConfig
@@ -155,6 +156,35 @@ def test_event_stream_delivers_a_request_made_while_watching() -> None:
     assert shown["id"] == started["rid"] == running["turns"][0]["id"]
     assert done["in_flight"] == 0 and shown["route"] == "/v1/chat/completions"
     assert shown["text"].startswith("w0 w1") and shown["usage"]["completion_tokens"] > 0
+
+
+def test_a_long_prefill_shows_its_progress_on_the_running_turn() -> None:
+    """Through a real socket: while the engine evaluates the prompt the feed carries its progress,
+    keyed by the turn's request id; once tokens flow it is gone."""
+    app = create_app(ServerConfig(preset="full"), Scheduler([PrefillingEngine(["done"])]))
+    with (
+        serving(app) as base,
+        httpx.Client(base_url=base, timeout=httpx.Timeout(10, read=5)) as http,
+        http.stream("GET", "/ui/events") as events,
+    ):
+        feed = snapshots(events.iter_lines())
+        rid: dict[str, str] = {}
+
+        def chat() -> None:
+            r = http.post("/v1/chat/completions", json=ask("a long prompt " * 50))
+            rid["id"] = r.headers["x-request-id"]
+
+        client = threading.Thread(target=chat)
+        client.start()
+        moving = first(feed, lambda s: bool(s["prefill"]) and s["prefill"][0]["done"] > 0)
+        done = first(feed, lambda s: bool(s["turns"]) and s["turns"][0]["state"] == "done")
+        client.join(10)
+    (progress,) = moving["prefill"]
+    assert progress["slot"] == 0 and 0 < progress["done"] < progress["total"] and progress["tok_s"] > 0
+    assert progress["request_id"] == rid["id"] == moving["turns"][0]["id"]
+    assert done["prefill"] == []
+    page = files("tether.proxy").joinpath("dashboard.html").read_text(encoding="utf-8")
+    assert "prefillText(" in page and "byRequest[t.id]" in page  # the page shows it on that turn
 
 
 def test_event_stream_ends_when_the_server_shuts_down() -> None:

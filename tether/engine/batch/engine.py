@@ -9,12 +9,20 @@ the ids the runner emits, so EOS, budgets, cancellation and ``Done`` behave as e
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import structlog
 
-from tether.engine.base import ContextEngine, EngineInfo, Generation, GenerationEvent, common_prefix_len
+from tether.engine.base import (
+    ContextEngine,
+    EngineInfo,
+    Generation,
+    GenerationEvent,
+    Prefill,
+    common_prefix_len,
+)
 from tether.engine.batch.context import BatchContext
 from tether.engine.batch.runner import BatchOptions, BatchRunner, Job
 from tether.engine.llama_cpp import LlamaText, describe_llama, open_llama
@@ -100,6 +108,7 @@ class BatchSlot(ContextEngine):
         self._owner = owner
         self.seq = seq
         self._closed = False
+        self._job: Job | None = None  # the generation running on this sequence
 
     @property
     def info(self) -> EngineInfo:
@@ -128,6 +137,7 @@ class BatchSlot(ContextEngine):
     def _generate(self, run: Generation) -> Iterator[GenerationEvent]:
         owner = self._owner
         job = Job(self.seq, run.prompt, run.params, run.logits_processor, run.cancel)
+        self._job = job
         owner.runner.submit(job)
         pieces = owner.token_pieces()
         try:
@@ -146,7 +156,15 @@ class BatchSlot(ContextEngine):
                 )
             yield from events
         finally:
+            self._job = None
             owner.runner.release(job)
+
+    def prefill_progress(self) -> Prefill | None:
+        job = self._job
+        if job is None or not job.placed or not job.todo or job.produced:
+            return None
+        done = max(0, job.evaluated - len(job.todo))
+        return Prefill(done, job.evaluated, time.monotonic() - job.placed_at)
 
     def close(self) -> None:
         if not self._closed:

@@ -72,6 +72,7 @@ class Job:
     pending: list[int] = field(default_factory=list)
     produced: int = 0
     placed: bool = False
+    placed_at: float = 0.0  # time.monotonic() when its prefill began
     sampler: Sampler | None = None
     forcing: Forcing | None = None
     # Drafting: where the current free-text run began (None outside one), and whether a draft

@@ -154,7 +154,7 @@ class BatchRunner:
         self.held[seq] = list(prompt[:keep])
         job.todo = list(prompt[keep:])
         job.evaluated = len(prompt) - keep
-        job.placed = True
+        job.placed, job.placed_at = True, time.monotonic()
         if self.options.jump_forward and job.forcing is not None:
             # A reply the grammar opens for it (`{"tool_calls": [{"name": "`) is prefilled with the prompt.
             limit = min(self._jump_cap, job.params.max_tokens - 1)
