@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tether.cli_help import SectionedCommand
 from tether.errors import TetherError
 
 __all__ = ["app", "main"]
@@ -82,7 +83,7 @@ def _setting(
     return typer.Option(*decls, help=f"{help} {note}", metavar=metavar)
 
 
-@app.command(context_settings={"help_option_names": ["-h", "--help"]})
+@app.command(cls=SectionedCommand, context_settings={"help_option_names": ["-h", "--help"]})
 def serve(
     model: Annotated[
         str | None,

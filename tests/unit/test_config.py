@@ -187,3 +187,16 @@ def test_help_reads_at_80_columns(command: list[str]) -> None:
     lines = result.output.splitlines()
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     assert "<bool>" not in result.output
+
+
+def test_serve_help_groups_every_option_under_a_section() -> None:
+    from tether.cli_help import SERVE_SECTIONS
+
+    result = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert result.exit_code == 0
+    headings = [line[:-1] for line in result.output.splitlines() if line and not line[0].isspace()]
+    assert headings[1:] == [*SERVE_SECTIONS, "Other options"], headings  # after "Usage: …"
+    other = result.output.split("\nOther options:\n", 1)[1]
+    assert [line.split()[0] for line in other.splitlines() if line.startswith("  -")] == ["-h,"]
+    section = result.output.split("\nRemote backend:\n", 1)[1].split("\n\n", 1)[0]
+    assert "--backend-timeout" in section and "--ctx" not in section
