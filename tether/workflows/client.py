@@ -46,9 +46,10 @@ class CountsTokens(Protocol):
     def count_tokens(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> int: ...
 
 
-# Calls pass as the model wrote them (repaired parses included); names and arguments are the runner's.
+# Calls pass as the model wrote them (repaired parses included); names and arguments are the runner's,
+# except an option nobody said where the turn's words name another (``guardrails.steps.mentioned``).
 _LAYER0_ONLY = GuardConfig(
-    rescue=True, resolve=False, repick=False, validate=False, repair=False, dedupe=False
+    rescue=True, resolve=False, repick=False, validate=False, repair=False, dedupe=False, fill_mentioned=True
 )
 
 

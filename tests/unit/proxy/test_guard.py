@@ -342,6 +342,42 @@ async def test_the_lone_call_gets_the_optional_choices_the_request_names(scripte
     assert json.loads(tc["function"]["arguments"])["department"] == "General" and kinds(r) == []
 
 
+async def test_after_a_tool_result_an_option_nobody_said_gives_way_to_the_one_it_names(scripted) -> None:
+    report = {
+        "type": "function",
+        "function": {
+            "name": "submit_report",
+            "description": "Report the release day.",
+            "parameters": {
+                "type": "object",
+                "properties": {"day": {"type": "string", "enum": ["Monday", "Friday"]}},
+                "required": ["day"],
+            },
+        },
+    }
+    history = mid_task(
+        "Read notes.txt, then report the release day.",
+        "read_file",
+        {"path": "notes.txt"},
+        "The release moves to Friday.",
+    )
+    request = {**body(preset="strict"), "messages": history, "tools": [report, *TOOLS]}
+    client, _ = scripted([call("submit_report", {"day": "Monday"})])
+    r = (await client.post("/v1/chat/completions", json=request)).json()
+    (tc,) = r["choices"][0]["message"]["tool_calls"]
+    assert json.loads(tc["function"]["arguments"]) == {"day": "Friday"} and kinds(r) == ["args_filled"]
+    # A value somebody said stays, and nothing is added in a loop (only a choice is replaced).
+    said = [*history[:-1], {**history[-1], "content": "Friday, or Monday if the review slips."}]
+    client, _ = scripted([call("submit_report", {"day": "Monday"})])
+    r = (await client.post("/v1/chat/completions", json={**request, "messages": said})).json()
+    assert json.loads(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]) == {"day": "Monday"}
+    optional = json.loads(json.dumps(report))
+    optional["function"]["parameters"]["required"] = []
+    client, _ = scripted([call("submit_report", {})])
+    r = (await client.post("/v1/chat/completions", json={**request, "tools": [optional, *TOOLS]})).json()
+    assert json.loads(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]) == {}
+
+
 async def test_a_reply_left_empty_is_redecided_as_text_never_null(scripted) -> None:
     """Nothing said and no call left (an empty reply, or every call dropped) must not come back
     as ``content: null`` without calls: the model is asked for a text answer."""

@@ -6,6 +6,10 @@ filled ("with pediatrics department" → ``department: "Pediatrics"``;
 to the one the request names. An on/off parameter whose words the request uses gets the value it
 says ("should have laundry service" → ``has_laundry_service: true``, "no need for a garage" →
 ``has_garage: false``; :func:`tether.selection.relevance.mentioned_switches`). Only for a reply of one call (however often the model repeated it).
+
+After a tool result (an agent loop) only the replacement applies, and what names the option is
+the last user message with the tool results since: "The release moves to Friday" read from a file
+turns ``day: "Monday"``, which nobody said, into ``"Friday"``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
     asked, parameters = history[-1].content or "", ctx.by_name[call.name].parameters
     named = mentioned_choices(asked, parameters, required=True)
     spoken = ctx.spoken
+    if history[-1].role == "tool":
+        return _replaced(call, ctx)
     # A named option fills what the model left out, and replaces a single choice nobody named.
     added = {
         k: v
@@ -46,10 +52,32 @@ def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
     return call.with_repairs("args_filled", arguments=filled)
 
 
+def _replaced(call: ToolCall, ctx: GuardContext) -> ToolCall:
+    """In a loop: a single choice nobody said gives way to the one the turn's words name."""
+    history = ctx.history
+    start = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
+    words = "\n".join(m.content or "" for m in history[start:] if m.role in ("user", "tool"))
+    named = mentioned_choices(words, ctx.by_name[call.name].parameters, required=True)
+    changed = {
+        k: v
+        for k, v in named.items()
+        if k in call.arguments
+        and not isinstance(v, list)
+        and call.arguments[k] != v
+        and not said(call.arguments[k], ctx.spoken)
+    }
+    if not changed:
+        return call
+    filled = {**call.arguments, **changed}
+    detail = "the conversation names " + ", ".join(f"{k}={v!r}" for k, v in changed.items())
+    ctx.notes.append(Intervention("args_filled", detail, call.name, dict(call.arguments), filled))
+    return call.with_repairs("args_filled", arguments=filled)
+
+
 @never_asks
 def mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
-    """Fill the mentioned options of the lone call of a reply to a fresh user ask."""
+    """Fill the mentioned options of the lone call of a reply to a user ask or a tool result."""
     history = ctx.history
-    if ctx.config.fill_mentioned and ctx.lone and history and history[-1].role == "user":
+    if ctx.config.fill_mentioned and ctx.lone and history and history[-1].role in ("user", "tool"):
         return fill_mentioned(call, ctx)
     return call
