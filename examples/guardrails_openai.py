@@ -1,5 +1,9 @@
 """Guardrails around the official ``openai`` client: a tiny read-only agent loop.
 
+Needs a capable model to answer well: the bundled SmolLM2-135M shows the plumbing (calls made,
+checked and executed, interventions printed) but often reads a file that is not there or lists
+the folder again instead of answering.
+
 Start a server first (``tether serve`` listens on http://127.0.0.1:8000/v1 by
 default; any OpenAI-compatible server works), then run:
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +100,12 @@ def main() -> None:
     root = Path.cwd().resolve()
     messages: list[Any] = [{"role": "user", "content": args.question}]
 
+    seen: Counter[str] = Counter()
     for step in range(1, args.steps + 1):
         response = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
         message = response.choices[0].message
         for item in interventions_of(response):
+            seen[item["kind"]] += 1
             print(f"  [guardrail] {item['kind']}: {item['detail']}")
         if not message.tool_calls:
             print(message.content or "(empty answer)")
@@ -120,7 +127,9 @@ def main() -> None:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     else:
         print(f"(stopped after {args.steps} tool steps)")
-    print(f"guardrail counters: {stats.snapshot()}")
+    # The server's interventions (tether's own guardrails) and the client-side ones together;
+    # the wrapper's counters hold only what it did itself.
+    print(f"interventions: {dict(seen) or 'none'} (client-side: {stats.snapshot()['interventions'] or 'none'})")
 
 
 if __name__ == "__main__":

@@ -58,13 +58,8 @@ async def test_notes_workflow_runs_to_its_terminal_tool(smollm: LlamaCppEngine) 
     assert result.ok, (result.reason, [m.content for m in result.messages])
     assert result.terminal_call is not None and result.terminal_call.name == "submit_report"
     final = dict(result.terminal_call.arguments)
-    assert final["path"] == "notes.txt" and final["day"] in (
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-    )
+    # The notes say Friday: an option the tool result names replaces one nobody said.
+    assert final == {"path": "notes.txt", "day": "Friday"}
     assert executed[0] == ("list_files", {}) and ("read_file", {"path": "notes.txt"}) in executed
     assert executed[-1] == ("submit_report", {"path": "notes.txt"})
     assert result.state["pending"] == [] and result.iterations <= 6
