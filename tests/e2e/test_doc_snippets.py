@@ -165,7 +165,7 @@ def test_python_blocks_run(block: Block, served: str, tmp_path: Path, monkeypatc
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(_at(block.code, served), str(block), "exec"), {"__name__": "snippet"})  # noqa: S102
+        exec(compile(_at(block.code, served), str(block), "exec"), {"__name__": "snippet"})
     if "print(" in block.code:
         assert printed.getvalue().strip(), f"{block} printed nothing"
 
