@@ -26,30 +26,19 @@ __all__ = ["fill_mentioned", "mentioned"]
 def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
     """``call`` with the options the last user message names filled in (noted when any are)."""
     history = ctx.history
-    asked, parameters = history[-1].content or "", ctx.by_name[call.name].parameters
-    named = mentioned_choices(asked, parameters, required=True)
-    spoken = ctx.spoken
     if history[-1].role == "tool":
         return _replaced(call, ctx)
+    asked, parameters = history[-1].content or "", ctx.by_name[call.name].parameters
+    named = mentioned_choices(asked, parameters, required=True)
     # A named option fills what the model left out, and replaces a single choice nobody named.
-    added = {
-        k: v
-        for k, v in named.items()
-        if k not in call.arguments
-        or (not isinstance(v, list) and call.arguments[k] != v and not said(call.arguments[k], spoken))
-    }
+    added = {k: v for k, v in named.items() if k not in call.arguments or _unsaid_choice(call, k, v, ctx)}
     # A switch the request turns on or off ("with laundry service", "no garage") says its value.
     added |= {
         k: v
         for k, v in mentioned_switches(asked, parameters).items()
         if k not in named and call.arguments.get(k) != v
     }
-    if not added:
-        return call
-    filled = {**call.arguments, **added}
-    detail = "the request names " + ", ".join(f"{k}={v!r}" for k, v in added.items())
-    ctx.notes.append(Intervention("args_filled", detail, call.name, dict(call.arguments), filled))
-    return call.with_repairs("args_filled", arguments=filled)
+    return _filled(call, added, "the request names", ctx)
 
 
 def _replaced(call: ToolCall, ctx: GuardContext) -> ToolCall:
@@ -58,18 +47,21 @@ def _replaced(call: ToolCall, ctx: GuardContext) -> ToolCall:
     start = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
     words = "\n".join(m.content or "" for m in history[start:] if m.role in ("user", "tool"))
     named = mentioned_choices(words, ctx.by_name[call.name].parameters, required=True)
-    changed = {
-        k: v
-        for k, v in named.items()
-        if k in call.arguments
-        and not isinstance(v, list)
-        and call.arguments[k] != v
-        and not said(call.arguments[k], ctx.spoken)
-    }
-    if not changed:
+    changed = {k: v for k, v in named.items() if k in call.arguments and _unsaid_choice(call, k, v, ctx)}
+    return _filled(call, changed, "the conversation names", ctx)
+
+
+def _unsaid_choice(call: ToolCall, key: str, named: object, ctx: GuardContext) -> bool:
+    """Whether ``call`` holds a single choice for ``key`` other than ``named`` that nobody said."""
+    value = call.arguments[key]
+    return not isinstance(named, list) and value != named and not said(value, ctx.spoken)
+
+
+def _filled(call: ToolCall, values: dict[str, object], said_by: str, ctx: GuardContext) -> ToolCall:
+    if not values:
         return call
-    filled = {**call.arguments, **changed}
-    detail = "the conversation names " + ", ".join(f"{k}={v!r}" for k, v in changed.items())
+    filled = {**call.arguments, **values}
+    detail = f"{said_by} " + ", ".join(f"{k}={v!r}" for k, v in values.items())
     ctx.notes.append(Intervention("args_filled", detail, call.name, dict(call.arguments), filled))
     return call.with_repairs("args_filled", arguments=filled)
 
