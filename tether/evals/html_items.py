@@ -19,7 +19,7 @@ __all__ = ["ITEMS_CSS", "items_section", "reason"]
 CELL_CHARS = 400  # an answer or an expected value past this is cut in the table
 ITEMS_CSS = """
 .items table{width:100%;table-layout:fixed}.items td{text-align:left;vertical-align:top;word-break:break-word}
-.items td.t{font:12px ui-monospace,monospace}.items tr.wrong td.o{color:#b91c1c}.items tr.right td.o{color:#15803d}
+.items td.t{font:12px ui-monospace,monospace;white-space:pre-wrap}.items tr.wrong td.o{color:#b91c1c}.items tr.right td.o{color:#15803d}
 .items label{margin-right:.8rem}.items input{margin-right:.2rem}
 #fo-right:checked~table tr.wrong,#fo-wrong:checked~table tr.right{display:none}
 """
