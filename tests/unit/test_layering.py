@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("7", ("launch", "proxy")),
     ("8a", ("server",)),
     ("8b", ("evals",)),
+    ("8c", ("cli_help",)),
     ("9", ("cli", "tether")),
 )
 
