@@ -150,6 +150,24 @@ def serve(
             "cache_type_v", "KV cache type for V, as --cache-type-k; a quantized one needs --flash-attn."
         ),
     ] = None,
+    prefix_cache_ram_gb: Annotated[
+        float | None,
+        _setting(
+            "prefix_cache_ram_gb", "GiB of RAM for cached prompt prefixes, shared by the slots (0: off)."
+        ),
+    ] = None,
+    prefix_cache_dir: Annotated[
+        str | None,
+        _setting(
+            "prefix_cache_dir",
+            "Keep cached prefixes on disk here too, so long prompts survive restarts (created 0700).",
+            default="none (RAM only)",
+        ),
+    ] = None,
+    prefix_cache_gb: Annotated[
+        float | None,
+        _setting("prefix_cache_gb", "GiB the disk tier may hold (least recently used go first)."),
+    ] = None,
     mmap: Annotated[
         bool | None, _setting("mmap", "Map the model file instead of reading it into memory.", switch=True)
     ] = None,
@@ -333,6 +351,9 @@ def serve(
         "cache_type_k": cache_type_k,
         "cache_type_v": cache_type_v,
         "mmap": mmap,
+        "prefix_cache_ram_gb": prefix_cache_ram_gb,
+        "prefix_cache_dir": prefix_cache_dir,
+        "prefix_cache_gb": prefix_cache_gb,
         "mlock": mlock,
         "tool_format": tool_format,
         "constrain": constrain,

@@ -19,6 +19,7 @@ SERVE_SECTIONS: dict[str, tuple[str, ...]] = {
         "model", "engine", "ctx", "slots", "threads", "gpu_layers", "flash_attn", "cache_type_k",
         "cache_type_v", "mmap", "mlock", "batching", "speculate", "preempt", "embedding_model",
     ),
+    "Prefix cache": ("prefix_cache_ram_gb", "prefix_cache_dir", "prefix_cache_gb"),
     "Listening": (
         "host", "port", "api_key", "model_alias", "queue_limit", "queue_timeout", "shutdown_grace",
         "max_body_mb",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -68,6 +69,10 @@ class ServerConfig:
     # The sentence-embedding model behind /v1/embeddings: a GGUF path; "auto": the bundled
     # all-MiniLM-L6-v2 that setup converts, when it is there; None: none (off).
     embedding_model: str | None = None
+    # The prefix KV cache (docs/prefix-cache.md): RAM tier bytes (0: off), disk tier dir (None: off) and bytes.
+    prefix_cache_ram_bytes: int = 1 << 30
+    prefix_cache_dir: str | None = None
+    prefix_cache_disk_bytes: int = 10 << 30
 
 
 def is_loopback(host: str) -> bool:
@@ -150,6 +155,14 @@ class Settings(BaseSettings):
         description="GGUF sentence-embedding model for /v1/embeddings, or off; auto: the bundled "
         "all-MiniLM-L6-v2 that setup converts, when present",
     )
+    prefix_cache_ram_gb: float = Field(
+        default=1.0, ge=0, description="GiB of RAM for cached prompt prefixes shared by the slots (0: off)"
+    )
+    prefix_cache_dir: str | None = Field(
+        default=None,
+        description="directory for the prefix cache's disk tier (created 0700); unset: no disk tier",
+    )
+    prefix_cache_gb: float = Field(default=10.0, gt=0, description="GiB the disk tier may hold")
     log_level: Literal["debug", "info", "warning", "error"] = "info"  # the CLI's, not the app's
 
     @field_validator("model_alias", "server_tools", "workflow", mode="before")
@@ -245,6 +258,9 @@ class Settings(BaseSettings):
             embedding_model=None
             if self.embedding_model.strip().lower() in ("off", "")
             else self.embedding_model.strip(),
+            prefix_cache_ram_bytes=int(self.prefix_cache_ram_gb * (1 << 30)),
+            prefix_cache_dir=os.path.expanduser(self.prefix_cache_dir) if self.prefix_cache_dir else None,
+            prefix_cache_disk_bytes=int(self.prefix_cache_gb * (1 << 30)),
         )
 
     def _check_backend(self, llama_options: LlamaOptions) -> None:
@@ -262,6 +278,7 @@ class Settings(BaseSettings):
                 ("--batching", self.batching != "auto"),
                 ("--threads", self.threads is not None),
                 ("GPU/cache options", llama_options != LlamaOptions()),
+                ("--prefix-cache-dir", self.prefix_cache_dir is not None),
             )
             if given
         ]

@@ -25,6 +25,7 @@ from tether.turns.stages import ServerToolsStage
 
 if TYPE_CHECKING:
     from tether.engine.embedding import Embedder
+    from tether.engine.prefix import PrefixCache
     from tether.engine.remote.chat import ChatBackend
 
 __all__ = ["ENGINE_LOADERS", "EngineLoader", "build_app", "load_embedder", "load_engines", "run_server"]
@@ -82,10 +83,15 @@ def _llama_contexts(config: ServerConfig, model: Path | None, *, progress: bool)
 
     path = _local(model)
     engines: list[Engine] = []
+    cache = prefix_cache(config, path, layout="serial", n_ctx=config.n_ctx)  # shared by the slots
 
     def load() -> LlamaCppEngine:
         return LlamaCppEngine(
-            path, n_ctx=config.n_ctx, n_threads=config.n_threads, options=config.llama_options
+            path,
+            n_ctx=config.n_ctx,
+            n_threads=config.n_threads,
+            options=config.llama_options,
+            prefix_cache=cache,
         )
 
     if progress:
@@ -100,6 +106,23 @@ def _llama_contexts(config: ServerConfig, model: Path | None, *, progress: bool)
         for _ in range(config.slots):
             engines.append(load())
     return engines
+
+
+def prefix_cache(config: ServerConfig, path: Path, *, layout: str, n_ctx: int) -> PrefixCache | None:
+    """The prefix cache the slots of a llama.cpp model share (None when both tiers are off)."""
+    from tether.engine.prefix import PrefixCache, llama_tag
+
+    disk = Path(config.prefix_cache_dir) if config.prefix_cache_dir else None
+    if config.prefix_cache_ram_bytes <= 0 and disk is None:
+        return None
+    cache = PrefixCache(
+        llama_tag(path, config.llama_options, layout=layout, n_ctx=n_ctx),
+        ram_bytes=config.prefix_cache_ram_bytes,
+        disk_dir=disk,
+        disk_bytes=config.prefix_cache_disk_bytes,
+    )
+    log.info("prefix_cache", ram_bytes=config.prefix_cache_ram_bytes, dir=str(disk) if disk else None)
+    return cache
 
 
 def _llama_batched(config: ServerConfig, model: Path | None, *, progress: bool) -> list[Engine]:
@@ -120,6 +143,7 @@ def _batched_slots(config: ServerConfig, path: Path, *, progress: bool) -> list[
             n_threads=config.n_threads,
             options=config.llama_options,
             batch=options,
+            prefix_cache=prefix_cache(config, path, layout="batched", n_ctx=config.n_ctx),
         )
 
     if progress:

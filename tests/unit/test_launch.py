@@ -190,7 +190,9 @@ def test_a_large_window_gets_no_small_model_profile(home: Path, environ: dict[st
     )
     conf, _, settings = aider.plan(large, None, environ).files
     assert not set(aider.SMALL_CONF) & set(yaml.safe_load(conf.after))
-    assert yaml.safe_load(settings.after) == [{"name": "openai/qwen-coder", "extra_params": {"max_tokens": 8192}}]
+    assert yaml.safe_load(settings.after) == [
+        {"name": "openai/qwen-coder", "extra_params": {"max_tokens": 8192}}
+    ]
 
 
 def test_the_small_model_profile_keeps_what_the_user_chose(home: Path, environ: dict[str, str]) -> None:
@@ -198,7 +200,11 @@ def test_the_small_model_profile_keeps_what_the_user_chose(home: Path, environ: 
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"permission": "allow", "agent": {"build": {"steps": 40}}, "share": "manual"}))
     merged = json.loads(opencode.plan(TARGET, None, environ).files[0].after)
-    assert (merged["permission"], merged["agent"], merged["share"]) == ("allow", {"build": {"steps": 40}}, "manual")
+    assert (merged["permission"], merged["agent"], merged["share"]) == (
+        "allow",
+        {"build": {"steps": 40}},
+        "manual",
+    )
 
 
 def test_claude_gets_a_settings_file_of_its_own_and_no_anthropic_key(
@@ -392,3 +398,13 @@ def test_the_pinned_client_is_found_before_path(environ: dict[str, str], tmp_pat
     assert find_client("opencode", {**env, "TETHER_CLIENTS_DIR": str(tmp_path / "none")}) == str(
         on_path / "opencode"
     )
+
+
+def test_the_server_launch_starts_keeps_prefixes_on_disk(home: Path, environ: dict[str, str]) -> None:
+    options = LaunchOptions("cn", port=free_port(), dry_run=True)
+    output = Output()
+    assert output.run(options, {**environ, "XDG_CACHE_HOME": str(home / "cache")}) == 0
+    assert f"--prefix-cache-dir {home / 'cache' / 'tether' / 'prefix'}" in output.err
+    output = Output()
+    assert output.run(options, {**environ, "TETHER_PREFIX_CACHE_DIR": "/elsewhere"}) == 0
+    assert "--prefix-cache-dir" not in output.err  # the user's own setting stands

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,7 @@ __all__ = [
     "Prefill",
     "ReportsBatch",
     "ReportsPrefill",
+    "ReportsPrefixCache",
     "SamplingParams",
     "Token",
     "TokenChoice",
@@ -219,6 +220,15 @@ class ReportsBatch(Protocol):
     """An engine whose slots share one batched runner, with counters to show (``/health``)."""
 
     def batch_stats(self) -> dict[str, float | int]: ...
+
+
+@runtime_checkable
+class ReportsPrefixCache(Protocol):
+    """An engine with a prefix KV cache (``/health`` and ``/metrics`` show its tiers)."""
+
+    def prefix_cache_stats(self) -> dict[str, Any] | None:
+        """None when the cache is off."""
+        ...
 
 
 @runtime_checkable

@@ -40,6 +40,7 @@ from tether.engine.base import (
 )
 from tether.engine.llama_options import LlamaOptions, llama_kwargs
 from tether.engine.loop import token_loop
+from tether.engine.prefix import PrefixCache, load_seq, save_seq
 from tether.engine.stops import stop_at
 from tether.engine.template import fallback_stops
 from tether.errors import ConfigError, EngineError
@@ -196,8 +197,10 @@ class LlamaCppEngine(LlamaText, ContextEngine):
         n_threads: int | None = None,
         n_batch: int = 512,
         options: LlamaOptions | None = None,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         super().__init__()
+        self._cache = prefix_cache
         self._llm, options, threads = open_llama(
             path, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, options=options
         )
@@ -218,6 +221,9 @@ class LlamaCppEngine(LlamaText, ContextEngine):
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
         return common_prefix_len(self._llm._input_ids, prompt)
 
+    def prefix_cache_stats(self) -> dict[str, Any] | None:
+        return self._cache.snapshot() if self._cache is not None else None
+
     def _evaluated(self, prompt: Sequence[int]) -> int:
         """How many prompt tokens ``Llama.generate`` will evaluate (mirrors its reuse rule)."""
         if self._llm.n_tokens == 0:
@@ -232,6 +238,8 @@ class LlamaCppEngine(LlamaText, ContextEngine):
     def _generate(self, run: Generation) -> Iterator[GenerationEvent]:
         prompt, params, logits_processor, cancel = run.prompt, run.params, run.logits_processor, run.cancel
         llm = self._llm
+        if self._cache is not None:
+            self._restore(self._cache, prompt)
         evaluated = self._evaluated(prompt)
         if not self._prefilled(prompt, evaluated, run.cancel):
             yield Done("cancelled", len(prompt), evaluated, 0)
@@ -265,6 +273,48 @@ class LlamaCppEngine(LlamaText, ContextEngine):
             yield from events
         finally:
             tokens.close()
+            if self._cache is not None:
+                self._save(self._cache)
+
+    def _restore(self, cache: PrefixCache, prompt: Sequence[int]) -> None:
+        """Put the longest cached prefix of ``prompt`` into the context when it beats what the
+        context holds (another conversation ran here since, or the server restarted)."""
+        have = self.cached_prefix_len(prompt)
+        hit = cache.lookup(prompt, have=have)
+        if hit is None:
+            return
+        keep = min(common_prefix_len(hit.entry.tokens, prompt), len(prompt) - 1)
+        if keep <= have:
+            return
+        started = time.perf_counter()
+        llm = self._llm
+        mem = _memory(llm)
+        import llama_cpp
+
+        if not load_seq(llm._ctx.ctx, 0, hit.entry.state):
+            llama_cpp.llama_memory_seq_rm(mem, 0, -1, -1)
+            llm.n_tokens = 0
+            cache.restore_failed()
+            log.warning("prefix_cache_restore_failed", tokens=len(hit.entry.tokens))
+            return
+        llama_cpp.llama_memory_seq_rm(mem, 0, keep, -1)
+        llm.input_ids[:keep] = prompt[:keep]
+        llm.n_tokens = keep
+        llm._requires_eval = True  # the logits are not the restored prefix's: one token is replayed
+        cache.restored(keep, hit.load_s + time.perf_counter() - started)
+
+    def _save(self, cache: PrefixCache) -> None:
+        """Offer what the context now holds to the cache (a copy of its cells when it wants them)."""
+        llm = self._llm
+        tokens = llm.input_ids[: llm.n_tokens]
+        try:
+            chain = cache.wants(tokens)
+            if chain is not None:
+                started = time.perf_counter()
+                state = save_seq(llm._ctx.ctx, 0)
+                cache.put(tokens, state, chain, save_s=time.perf_counter() - started)
+        except Exception as exc:  # the cache is an optimization: a failure never fails the request
+            log.warning("prefix_cache_save_failed", error=repr(exc))
 
     def _prefilled(self, prompt: Sequence[int], evaluated: int, cancel: threading.Event | None) -> bool:
         """Evaluate the whole batches of the prompt's new tail but the last (see the module doc);
@@ -287,7 +337,15 @@ class LlamaCppEngine(LlamaText, ContextEngine):
         return True
 
     def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()  # its queued disk writes finish first (bounded)
         self._llm.close()
+
+
+def _memory(llm: Any) -> Any:
+    import llama_cpp
+
+    return llama_cpp.llama_get_memory(llm._ctx.ctx)
 
 
 def _load_hint(options: LlamaOptions) -> str:

@@ -194,7 +194,9 @@ def _server(
     if options.server_command:
         cmd = expand_command(options.server_command, options.host, options.port)
     else:
-        cmd = default_command(options.host, options.port, options.model, options.ctx, options.api_key)
+        cmd = default_command(
+            options.host, options.port, options.model, options.ctx, options.api_key, environ
+        )
     if options.dry_run:
         name = predicted_model(options.model) if not options.server_command else "model"
         say(f"no server answers at {base}; launch would start: {shown(cmd, options.api_key)}")

@@ -8,6 +8,7 @@ until it answers.
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -29,6 +30,7 @@ __all__ = [
     "expand_command",
     "log_path",
     "predicted_model",
+    "prefix_cache_home",
     "probe",
     "shown",
     "start",
@@ -90,8 +92,15 @@ def probe(base: str, api_key: str | None, default_ctx: int, *, timeout: float = 
 
 
 def default_command(
-    host: str, port: int, model: str | None, ctx: int | None, api_key: str | None
+    host: str,
+    port: int,
+    model: str | None,
+    ctx: int | None,
+    api_key: str | None,
+    environ: Mapping[str, str] | None = None,
 ) -> list[str]:
+    """``tether serve`` for a client: the prefix cache's disk tier on (an agent's long prompt then
+    survives restarts), unless the environment already names a directory for it."""
     cmd = [sys.executable, "-m", "tether.cli", "serve", "--host", host, "--port", str(port)]
     if model:
         cmd += ["--model", model]
@@ -99,7 +108,16 @@ def default_command(
         cmd += ["--ctx", str(ctx)]
     if api_key:
         cmd += ["--api-key", api_key]
+    env = os.environ if environ is None else environ
+    if not env.get("TETHER_PREFIX_CACHE_DIR"):
+        cmd += ["--prefix-cache-dir", str(prefix_cache_home(env))]
     return cmd
+
+
+def prefix_cache_home(environ: Mapping[str, str]) -> Path:
+    """Where ``tether launch`` keeps cached prefixes: ``$XDG_CACHE_HOME/tether/prefix``."""
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tether" / "prefix"
 
 
 def expand_command(template: str, host: str, port: int) -> list[str]:

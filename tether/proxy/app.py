@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether.config import ServerConfig
-from tether.engine.base import ReportsBatch
+from tether.engine.base import ReportsBatch, ReportsPrefixCache
 from tether.engine.embedding import Embedder
 from tether.engine.remote.chat import ChatBackend
 from tether.engine.scheduler import Scheduler
@@ -196,6 +196,8 @@ def create_app(
             engine, ReportsBatch
         ):  # the batched engine: steps, forced and draft tokens, decode time
             body["batch"] = engine.batch_stats()
+        if isinstance(engine, ReportsPrefixCache) and (cache := engine.prefix_cache_stats()) is not None:
+            body["prefix_cache"] = cache
         return body
 
     @app.exception_handler(TetherError)

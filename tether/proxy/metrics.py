@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
@@ -19,6 +19,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tether.engine.base import ReportsPrefixCache
 from tether.engine.scheduler import Scheduler
 from tether.guardrails.interventions import KINDS, GuardrailStats
 
@@ -83,6 +84,37 @@ class _Live:
         for kind in sorted(KINDS | counts.keys()):
             family.add_metric([kind], counts.get(kind, 0))
         yield family
+        engine = self.scheduler.engines[0] if self.scheduler.engines else None
+        if isinstance(engine, ReportsPrefixCache) and (cache := engine.prefix_cache_stats()) is not None:
+            yield from _prefix_cache_metrics(cache)
+
+
+def _prefix_cache_metrics(cache: dict[str, Any]) -> Iterator[Metric]:
+    """The prefix cache's tiers (``/health``'s ``prefix_cache``) as Prometheus families."""
+    tiers = [(name, cache[name]) for name in ("ram", "disk") if name in cache]
+    hits = CounterMetricFamily("tether_prefix_cache_hits", "Prefix cache hits by tier.", labels=["tier"])
+    size = GaugeMetricFamily("tether_prefix_cache_bytes", "Bytes held by tier.", labels=["tier"])
+    entries = GaugeMetricFamily("tether_prefix_cache_entries", "Cached prefixes by tier.", labels=["tier"])
+    for name, tier in tiers:
+        hits.add_metric([name], tier["hits"])
+        size.add_metric([name], tier["bytes"])
+        entries.add_metric([name], tier["entries"])
+    yield hits
+    yield size
+    yield entries
+    yield CounterMetricFamily(
+        "tether_prefix_cache_misses", "Long prompts no cached prefix helped.", value=cache["misses"]
+    )
+    yield CounterMetricFamily(
+        "tether_prefix_cache_restored_tokens",
+        "Prompt tokens restored from the cache.",
+        value=cache["restored_tokens"],
+    )
+    yield CounterMetricFamily(
+        "tether_prefix_cache_restore_seconds",
+        "Time spent loading and restoring cached prefixes.",
+        value=cache["restore_s"],
+    )
 
 
 class Metrics:

@@ -8,12 +8,19 @@ are shown in full, at least ``keep`` of them and as many as fit the share, and t
 name, the first sentence of their description and their parameters' names. Only the prompt
 changes: layer 0 still allows every offered name with its full schema, and the guard checks
 calls against the full tools.
+
+The choice is kept per tool set and reused while the request's most relevant tool is among the
+ones it shows in full: an agent's next task then renders the same tools block, so the prompt's
+prefix (system prompt and tools, thousands of tokens) stays in the slot's context and the prefix
+cache instead of being evaluated again from the first tool that changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +35,7 @@ __all__ = ["ToolView", "brief"]
 CHARS_PER_TOKEN = 4  # a rough size is enough to decide whether the tools crowd the window
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
 _BRIEF_CHARS = 120
+_REMEMBERED = 64  # tool sets whose last choice is kept
 
 
 def _size(tool: ToolSpec) -> int:
@@ -57,6 +65,10 @@ class ToolView:
     keep: int = 3
     semantic: SemanticRelevance | None = None
     model: DecisionModel = field(default_factory=DecisionModel)
+    # The last choice per tool set (a digest of the tools): which of them were shown in full.
+    _chosen: OrderedDict[bytes, frozenset[int]] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False
+    )
 
     def shown(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], n_ctx: int
@@ -67,6 +79,22 @@ class ToolView:
             return tuple(tools)
         ranked = relevance(messages, tools, self.semantic)
         order = sorted(range(len(tools)), key=lambda i: -self.model.name_score(ranked[i]))
+        key = hashlib.blake2b(
+            json.dumps([t.to_openai() for t in tools], sort_keys=True).encode(), digest_size=16
+        ).digest()
+        full = self._chosen.get(key)
+        if full is None or order[0] not in full:
+            full = self._choose(tools, sizes, order, budget)
+        self._chosen[key] = full
+        self._chosen.move_to_end(key)
+        while len(self._chosen) > _REMEMBERED:
+            self._chosen.popitem(last=False)
+        return tuple(t if i in full else brief(t) for i, t in enumerate(tools))
+
+    def _choose(
+        self, tools: Sequence[ToolSpec], sizes: list[int], order: list[int], budget: float
+    ) -> frozenset[int]:
+        """The tools to show in full: in ``order``, at least ``keep``, as many as fit ``budget``."""
         briefs = [_size(brief(t)) for t in tools]
         used = sum(briefs)
         full: set[int] = set()
@@ -76,4 +104,4 @@ class ToolView:
                 break
             full.add(i)
             used = grown
-        return tuple(t if i in full else brief(t) for i, t in enumerate(tools))
+        return frozenset(full)

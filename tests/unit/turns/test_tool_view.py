@@ -76,3 +76,20 @@ def test_tool_vectors_are_cached_per_tool_set() -> None:
     semantic.scores("hotels?", TOOLS[:2])
     assert embedder.calls == [1, 2, 1]  # the request, the two tools, then only the second request
     assert semantic.scores("  ", TOOLS[:2]) == [0.0, 0.0]
+
+
+def full_names(shown: tuple[ToolSpec, ...]) -> set[str]:
+    return {t.name for t, orig in zip(shown, TOOLS, strict=True) if t == orig}
+
+
+def test_the_next_task_keeps_the_tools_block_while_its_best_tool_is_shown_in_full() -> None:
+    """An agent's next request renders the same tools (its prompt prefix stays cached) as long as the
+    tool it needs most is among those in full; otherwise the choice is made again."""
+    view = ToolView(share=0.25, keep=2)
+    first = view.shown(ASK, TOOLS, 1024)
+    again = view.shown((Message("user", "Is it raining in Paris right now? Current weather please."),), TOOLS, 1024)
+    assert again == first
+    hotels = view.shown((Message("user", "Find hotel rooms in Paris."),), TOOLS, 1024)
+    assert "tool_1" in full_names(hotels) and hotels != first
+    fresh = ToolView(share=0.25, keep=2).shown((Message("user", "Find hotel rooms in Paris."),), TOOLS, 1024)
+    assert hotels == fresh  # a new choice is the choice a fresh view makes

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tether.engine.prefix import load_seq, save_seq
 from tether.errors import EngineError
 
 __all__ = ["BatchContext"]
@@ -109,6 +110,17 @@ class BatchContext:
         copy whole (llama.cpp aborts on a partial copy between streams), then ``dst`` is trimmed."""
         self._lib.llama_memory_seq_cp(self._mem, src, dst, -1, -1)
         self.keep(dst, n)
+
+    def save_state(self, seq: int) -> bytearray:
+        """``seq``'s cells, serialized (the prefix cache keeps them)."""
+        return save_seq(self._ctx, seq)
+
+    def load_state(self, seq: int, state: bytearray) -> bool:
+        """Replace ``seq``'s cells with a saved state; on False the sequence is left empty."""
+        if load_seq(self._ctx, seq, state):
+            return True
+        self.keep(seq, 0)
+        return False
 
     def close(self) -> None:
         if self._ctx:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -28,6 +29,7 @@ from tether.engine.batch.runner import BatchOptions, BatchRunner, Job
 from tether.engine.llama_cpp import LlamaText, describe_llama, open_llama
 from tether.engine.llama_options import LlamaOptions
 from tether.engine.loop import token_loop
+from tether.engine.prefix import PrefixCache
 from tether.engine.stops import stop_at
 from tether.grammar.local import LocalCompiler
 
@@ -49,6 +51,7 @@ class BatchedLlama(LlamaText):
         n_batch: int = 512,
         options: LlamaOptions | None = None,
         batch: BatchOptions | None = None,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         # The loading context only has to exist; the shared one below does the work.
         self._llm, options, threads = open_llama(
@@ -70,7 +73,9 @@ class BatchedLlama(LlamaText):
             control=self.info.control_token_ids,
             pieces=self.token_pieces(),
             tokenize=self._tokenize_bytes,
+            cache=prefix_cache,
         )
+        self.cache = prefix_cache
         self.compiler = LocalCompiler(self)  # one vocabulary, one plan cache for every slot
         self._slots = [BatchSlot(self, seq) for seq in range(n_seq)]
         self._open = n_seq
@@ -96,6 +101,8 @@ class BatchedLlama(LlamaText):
         self._open -= 1
         if self._open == 0:
             self.runner.close()
+            if self.cache is not None:
+                self.cache.close()
             self.ctx.close()
             self._llm.close()
 
@@ -134,9 +141,17 @@ class BatchSlot(ContextEngine):
     def cached_prefix_len(self, prompt: Sequence[int]) -> int:
         return common_prefix_len(self._owner.runner.held[self.seq], prompt)
 
+    def prefix_cache_stats(self) -> dict[str, Any] | None:
+        cache = self._owner.cache
+        return cache.snapshot() if cache is not None else None
+
     def _generate(self, run: Generation) -> Iterator[GenerationEvent]:
         owner = self._owner
         job = Job(self.seq, run.prompt, run.params, run.logits_processor, run.cancel)
+        cache = owner.cache
+        if cache is not None:  # loaded here, so the runner only copies it into the sequence
+            have = max(common_prefix_len(list(cells), run.prompt) for cells in owner.runner.held)
+            job.restore = cache.lookup(run.prompt, have=have)
         self._job = job
         owner.runner.submit(job)
         pieces = owner.token_pieces()

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from tether.engine.base import LogitsProcessor, SamplingParams
 from tether.engine.batch.draft import Forcing
 from tether.engine.batch.sampler import Sampler
+from tether.engine.prefix import Hit
 
 __all__ = ["END", "BatchOptions", "BatchStats", "Job"]
 
@@ -81,6 +82,7 @@ class Job:
     run_missed: bool = False
     text_tried: bool = False  # the run's text has been looked up (text_draft), once per run
     text_draft: bool = False  # the draft being verified came from that lookup
+    restore: Hit | None = None  # a cached prefix to restore at placement (loaded by the consumer)
 
     def tokens(self) -> Iterator[int]:
         """The consumer's side: token ids as the runner emits them."""

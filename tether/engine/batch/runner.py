@@ -27,6 +27,7 @@ from tether.engine.batch.context import BatchContext
 from tether.engine.batch.draft import forced_tokens, forcing_of, lookup_draft, text_draft
 from tether.engine.batch.jobs import END, BatchOptions, BatchStats, Job
 from tether.engine.batch.sampler import Sampler
+from tether.engine.prefix import PrefixCache
 from tether.errors import EngineError
 
 __all__ = ["BatchOptions", "BatchRunner", "BatchStats", "Job"]  # the records live in jobs.py
@@ -47,8 +48,10 @@ class BatchRunner:
         control: frozenset[int] = frozenset(),
         pieces: Sequence[bytes] = (),
         tokenize: Callable[[bytes], list[int]] | None = None,
+        cache: PrefixCache | None = None,
     ) -> None:
         self.ctx = ctx
+        self.cache = cache
         self._pieces, self._tokenize = pieces, tokenize  # for drafts matched on text (text_draft)
         self.eos = eos
         self.options = options
@@ -98,7 +101,10 @@ class BatchRunner:
                     self._start(job)
                 self._jobs.extend(self._inbox)
                 self._inbox.clear()
-                self._jobs = [j for j in self._jobs if not self._gone(j)]
+                done = [j for j in self._jobs if self._gone(j)]
+                self._jobs = [j for j in self._jobs if j not in done]
+            for job in done:
+                self._save(job)
             if self._jobs:
                 self._touched = []
                 try:
@@ -114,6 +120,21 @@ class BatchRunner:
             job.out.put(END)
             return True
         return False
+
+    def _save(self, job: Job) -> None:
+        """Offer what a finished job's sequence holds to the prefix cache."""
+        job.restore = None
+        if self.cache is None or not job.placed:
+            return
+        held = self.held[job.seq]
+        try:
+            chain = self.cache.wants(held)
+            if chain is not None:
+                started = time.perf_counter()
+                state = self.ctx.save_state(job.seq)
+                self.cache.put(held, state, chain, save_s=time.perf_counter() - started)
+        except Exception as exc:  # the cache is an optimization: never the runner's failure
+            log.warning("prefix_cache_save_failed", error=repr(exc))
 
     def _start(self, job: Job) -> None:
         if not job.prompt or len(job.prompt) >= self._seq_cells:
@@ -133,11 +154,10 @@ class BatchRunner:
     def _place(self, job: Job) -> bool:
         self._touched.append(job)
         prompt, seq = job.prompt, job.seq
-        best = common_prefix_len(self.held[seq], prompt)
-        donor: int | None = None
-        for other, cells in enumerate(self.held):
-            if other != seq and (c := common_prefix_len(cells, prompt)) > best:
-                best, donor = c, other
+        best, donor = self._cached(seq, prompt)
+        if job.restore is not None:
+            self._restore(job, best)
+            best, donor = self._cached(seq, prompt)  # what the sequence holds now
         for other_job in self._jobs:
             if other_job is job or not other_job.placed or not other_job.todo:
                 continue
@@ -164,6 +184,34 @@ class BatchRunner:
                     job.todo.append(token)
                 if not self._emit(job, token, stored=True):
                     break
+        return True
+
+    def _cached(self, seq: int, prompt: list[int]) -> tuple[int, int | None]:
+        """The longest prefix of ``prompt`` in the cache's cells, and the other sequence holding
+        it (None: ``seq`` itself)."""
+        best = common_prefix_len(self.held[seq], prompt)
+        donor: int | None = None
+        for other, cells in enumerate(self.held):
+            if other != seq and (c := common_prefix_len(cells, prompt)) > best:
+                best, donor = c, other
+        return best, donor
+
+    def _restore(self, job: Job, best: int) -> bool:
+        """Restore the job's cached prefix into its sequence when it covers more than ``best``."""
+        hit, job.restore = job.restore, None
+        assert hit is not None and self.cache is not None
+        keep = min(common_prefix_len(hit.entry.tokens, job.prompt), len(job.prompt) - 1)
+        if keep <= best:
+            return False
+        started = time.perf_counter()
+        self.held[job.seq] = []
+        if not self.ctx.load_state(job.seq, hit.entry.state):
+            self.cache.restore_failed()
+            log.warning("prefix_cache_restore_failed", seq=job.seq, tokens=len(hit.entry.tokens))
+            return False
+        self.ctx.keep(job.seq, keep)
+        self.held[job.seq] = list(job.prompt[:keep])
+        self.cache.restored(keep, hit.load_s + time.perf_counter() - started)
         return True
 
     def _forced(self, job: Job, limit: int) -> list[int]:
