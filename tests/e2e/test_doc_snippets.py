@@ -56,6 +56,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("clients.md", "ANTHROPIC_BASE_URL=http://127.0.0.1:8000 \\"): "needs Claude Code, which CI does not install",
     ("clients.md", "make test-clients                         "): BUILD,
     ("configuration.md", "tether serve                          # "): SERVE,
+    ("prefix-cache.md", "tether serve --prefix-cache-dir ~/.cache"): SERVE,
     ("configuration.md", "$ TETHER_SLOTS=4 tether config show --pro"): "output (tests/unit/test_config_file.py)",
     ("configuration.md", "tether: error: /home/me/proj/tether.toml:"): "output (tests/unit/test_config_file.py)",
     ("deploy.md", "┌───────────── tether replica 1 ─┐"): "a diagram",
