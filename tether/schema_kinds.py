@@ -20,7 +20,7 @@ from typing import Any
 
 from tether.coercion import schema_types
 
-__all__ = ["composed", "extractive_kind"]
+__all__ = ["composed", "extractive_kind", "names_a_file"]
 
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # Words that mark a coding agent's composed parameters (opencode, Continue, aider, Claude Code tools).
@@ -36,6 +36,15 @@ def composed(name: str) -> bool:
     """Whether a parameter named ``name`` holds text the model writes rather than names: a file's
     content, a shell command, code, a patch, a pattern (``content``, ``newCommand``, ``regex``)."""
     return any(w.lower() in _COMPOSED for w in _NAME_WORD.findall(name))
+
+
+_FILE_WORDS = frozenset({"path", "file", "filename", "filepath", "files", "paths"})
+
+
+def names_a_file(name: str) -> bool:
+    """Whether a parameter named ``name`` takes a file's name or path (``path``, ``filePath``,
+    ``file_name``, ``target_file``): a value the conversation writes as a file name, whole."""
+    return any(w.lower() in _FILE_WORDS for w in _NAME_WORD.findall(name))
 
 
 def extractive_kind(schema: Any, name: str = "") -> str | None:

@@ -1,9 +1,10 @@
 """Values the conversation says, on the bundled model under `strict`, over a real socket.
 
-Three ways a small model's call goes wrong in users' own requests, each with the guard's answer:
-a date-time whose time of day it garbles (asked again among the said ones), optional values it
-invents (left to the tool's default) and a question no tool answers whose "value" is the schema's
-own word (no call).
+Ways a small model's call goes wrong in users' own requests, each with tether's answer: a date-time
+whose time of day it garbles (asked again among the said ones), optional values it invents (left to
+the tool's default), a question no tool answers whose "value" is the schema's own word (no call),
+and a file name it begins at the wrong word ("Read notes.txt" as the path: the value begins where
+the request writes a file name).
 """
 
 from __future__ import annotations
@@ -60,6 +61,25 @@ INTRODUCE = tool(
     ["name"],
 )
 
+READ_FILE = tool(
+    "read_file",
+    "Read a text file and return its lines.",
+    {
+        "path": {"type": "string", "description": "The file's path."},
+        "limit": {"type": "integer", "description": "How many lines to read."},
+    },
+    ["path"],
+)
+WRITE_FILE = tool(
+    "write_file",
+    "Write text to a file.",
+    {
+        "filePath": {"type": "string", "description": "Where to write."},
+        "content": {"type": "string", "description": "The text."},
+    },
+    ["filePath", "content"],
+)
+
 
 @pytest.fixture(scope="module")
 def base(smollm: LlamaCppEngine) -> Iterator[str]:
@@ -98,3 +118,19 @@ def test_a_question_about_the_assistant_calls_no_tool_with_the_schemas_word(base
     message = reply["choices"][0]["message"]
     assert not message.get("tool_calls"), message["tool_calls"]
     assert message["content"]
+
+
+@pytest.mark.parametrize(
+    ("question", "tool", "key", "expected"),
+    [
+        ("Read notes.txt", "read_file", "path", "notes.txt"),  # was "Read notes.txt"
+        ("Save the list to todo.txt: milk, eggs", "write_file", "filePath", "todo.txt"),  # was "milk"
+    ],
+)
+def test_a_file_name_is_the_one_the_request_writes(
+    base: str, question: str, tool: str, key: str, expected: str
+) -> None:
+    reply = ask_with_tools(base, question, [READ_FILE, WRITE_FILE])
+    calls = reply["choices"][0]["message"].get("tool_calls") or []
+    assert calls and calls[0]["function"]["name"] == tool, reply["choices"][0]["message"]
+    assert json.loads(calls[0]["function"]["arguments"])[key] == expected

@@ -32,7 +32,7 @@ from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.spans import SpanIndex, SpanLedger, readings_for
 from tether.grammar.vocab import TokenVocab
-from tether.schema_kinds import extractive_kind
+from tether.schema_kinds import extractive_kind, names_a_file
 
 __all__ = ["ArgsTracker", "GroundingProcessor"]
 
@@ -182,6 +182,9 @@ class GroundingProcessor:
         self.kinds = {
             name: {k: extractive_kind(v, k) for k, v in props.items()} for name, props in self.schemas.items()
         }
+        self.file_params = {
+            name: frozenset(k for k in props if names_a_file(k)) for name, props in self.schemas.items()
+        }
         self._readings: dict[tuple[str, str], list[tuple[int, int, bytes]]] = {}
         self.tracker = ArgsTracker(opener, frozenset(self.kinds))
         self.ledger = SpanLedger(listed)
@@ -192,6 +195,7 @@ class GroundingProcessor:
         self.boosted = 0
         self._recorded = 0
         self._ends: npt.NDArray[np.int32] | None = None
+        self._file_start = False  # this step's boost is the start of a file name
 
     def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
         n = len(ids)
@@ -202,10 +206,12 @@ class GroundingProcessor:
             self.seen = n
             self._take_written()
         cut = self._cut_short()  # once per step: the boost and the penalty both need it
+        self._file_start = False
         boost = self._boost(cut)
         if boost is not None and boost.size:
             finite = boost[np.isfinite(logits[boost])]
-            logits[finite] += self.bias
+            # A file name is copied, never composed: its first token gets twice the preference.
+            logits[finite] += 2 * self.bias if self._file_start else self.bias
             self.boosted += 1
         if cut:
             logits[self._number_ends()] -= self.bias
@@ -259,7 +265,14 @@ class GroundingProcessor:
         if tr.string is not None and kind == "string" and not tr.escaped and b"\\" not in tr.string:
             value = bytes(tr.string)
             if not value:
-                return self.index.start_except(self.ledger.blocked(call, key))
+                blocked = self.ledger.blocked(call, key)
+                if key in self.file_params.get(tr.tool or "", ()):
+                    # A file name begins where the text writes one ("Read notes.txt": not at "Read").
+                    named = self.index.file_name_starts(blocked)
+                    if named.size:
+                        self._file_start = True
+                        return named
+                return self.index.start_except(blocked)
             ends = self.ledger.free_ends(self.index.occurrences(value), len(value), call, key)
             if not ends:
                 return None  # the model left the text (or took a used span): no preference any more

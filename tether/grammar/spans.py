@@ -31,6 +31,8 @@ _MAX_TOKEN = 16  # bytes of a token looked up at each text position
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
 _LEADING_ZERO = re.compile(rb"-?0\d")
 _WORD = re.compile(rb"[A-Za-z0-9]")
+_CHUNK = re.compile(rb"[^\s'\"`()\[\]{}<>,;]+")  # a whitespace- or quote-delimited piece of text
+_FILE_NAME = re.compile(rb"[\w-]\.[A-Za-z][A-Za-z0-9]{0,7}$|/")  # an extension, or a directory part
 _GROUPED = re.compile(rb"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _NUM = rb"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?"
 _SCALED = re.compile(rb"(" + _NUM + rb")\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
@@ -152,6 +154,20 @@ class SpanIndex:
             ids = {t for tokens in self._tokens_at() for t in tokens}
             self._start = np.asarray(sorted(ids), dtype=np.int32)
         return self._start
+
+    def file_name_starts(self, blocked: set[int]) -> npt.NDArray[np.int32]:
+        """The token that begins each file name or path the text writes (``notes.txt``,
+        ``src/app/main.py``) at a position outside ``blocked``; empty when it writes none."""
+        at = self._tokens_at()
+        ids: set[int] = set()
+        for m in _CHUNK.finditer(self.text):
+            chunk = m.group().rstrip(b".:!?")
+            if _FILE_NAME.search(chunk) and not _NUMBER.fullmatch(chunk) and m.start() not in blocked:
+                # Its longest first token, as a tokenizer writes the name: a shorter one ("not" of
+                # "notes.txt") lets the model run on into a name of its own ("not_found").
+                ids.add(max(at[m.start()], key=lambda t: len(self.vocab.pieces[t]), default=-1))
+        ids.discard(-1)
+        return np.asarray(sorted(ids), dtype=np.int32)
 
     def start_except(self, blocked: set[int]) -> npt.NDArray[np.int32]:
         """Tokens that begin a substring at some position outside ``blocked``.

@@ -401,3 +401,34 @@ def test_starts_outside_blocked_positions_are_the_union_over_the_free_ones() -> 
         at = index._tokens_at()
         union = sorted({t for p in range(len(text)) if p not in blocked for t in at[p]})
         assert index.start_except(blocked).tolist() == union
+
+
+READ = ToolSpec(
+    "read_file",
+    "read a file",
+    {"type": "object", "properties": {"path": {"type": "string"}, "note": {"type": "string"}}},
+)
+
+
+def test_a_file_name_parameter_begins_where_the_text_writes_a_file_name() -> None:
+    g = GroundingProcessor(VOCAB, "Read Paris.txt, then src/app.py. Thanks.", [READ], prompt_len=0)
+    out = _grounding_step(g, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "')
+    # Each name's longest first token, at twice the bias: a file name is copied, never composed.
+    assert out[tid(b"Paris")] == 8.0 and out[ord("s")] == 8.0  # Paris.txt, src/app.py
+    assert out[tid(b"Par")] == 0.0 and out[ord("P")] == 0.0  # a shorter start runs on into other names
+    assert out[ord("R")] == 0.0 and out[ord("T")] == 0.0  # other words are not file names
+    out = _grounding_step(g, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "Par')
+    assert out[tid(b"is")] == 4.0  # the rest of a name: as for any value
+    other = GroundingProcessor(VOCAB, "Read Paris.txt, then src/app.py. Thanks.", [READ], prompt_len=0)
+    out = _grounding_step(other, b'{"tool_calls": [{"name": "read_file", "arguments": {"note": "')
+    assert out[ord("R")] == 4.0  # another parameter: any span of the conversation
+    plain = GroundingProcessor(VOCAB, "Read the notes, version 2.5 please", [READ], prompt_len=0)
+    out = _grounding_step(plain, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "')
+    assert out[ord("R")] == 4.0 and out[ord("n")] == 4.0  # no file name written: every span start
+
+
+def test_file_name_parameters() -> None:
+    from tether.schema_kinds import names_a_file
+
+    assert all(names_a_file(n) for n in ("path", "filePath", "file_path", "filename", "target_file"))
+    assert not any(names_a_file(n) for n in ("profile", "city", "content", "query"))
