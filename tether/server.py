@@ -115,12 +115,17 @@ def prefix_cache(config: ServerConfig, path: Path, *, layout: str, n_ctx: int) -
     disk = Path(config.prefix_cache_dir) if config.prefix_cache_dir else None
     if config.prefix_cache_ram_bytes <= 0 and disk is None:
         return None
-    cache = PrefixCache(
-        llama_tag(path, config.llama_options, layout=layout, n_ctx=n_ctx),
-        ram_bytes=config.prefix_cache_ram_bytes,
-        disk_dir=disk,
-        disk_bytes=config.prefix_cache_disk_bytes,
-    )
+    try:
+        cache = PrefixCache(
+            llama_tag(path, config.llama_options, layout=layout, n_ctx=n_ctx),
+            ram_bytes=config.prefix_cache_ram_bytes,
+            disk_dir=disk,
+            disk_bytes=config.prefix_cache_disk_bytes,
+        )
+    except OSError as exc:
+        raise ConfigError(
+            f"--prefix-cache-dir {disk}: cannot use it as the prefix cache's directory ({exc})"
+        ) from exc
     log.info("prefix_cache", ram_bytes=config.prefix_cache_ram_bytes, dir=str(disk) if disk else None)
     return cache
 

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
+from tests.support.engines import generated
 from tether.engine.base import Done, SamplingParams, Token
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.template import ChatTemplate
@@ -27,15 +28,7 @@ def prompt_ids(engine: LlamaCppEngine, text: str, system: str | None = None) -> 
 def run(
     engine: LlamaCppEngine, ids: list[int], params: SamplingParams = GREEDY, **kw: object
 ) -> tuple[list[int], Done]:
-    toks: list[int] = []
-    done: Done | None = None
-    for ev in engine.generate(ids, params, **kw):  # type: ignore[arg-type]
-        if isinstance(ev, Token):
-            toks.append(ev.id)
-        else:
-            done = ev
-    assert done is not None
-    return toks, done
+    return generated(engine, ids, params, **kw)
 
 
 def test_bundled_model_metadata(smollm: LlamaCppEngine) -> None:

@@ -13,8 +13,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from tests.support.engines import generated
 from tests.support.processes import tether_serve
-from tether.engine.base import Done, Engine, SamplingParams, Token
+from tether.engine.base import Done, Engine, SamplingParams
 from tether.engine.batch import BatchedLlama
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.llama_options import LlamaOptions
@@ -48,15 +49,7 @@ def prompt(engine: Engine, question: str, system: str = SYSTEM) -> list[int]:
 
 
 def run(engine: Engine, ids: list[int]) -> tuple[list[int], Done]:
-    out: list[int] = []
-    done: Done | None = None
-    for event in engine.generate(ids, GREEDY):
-        if isinstance(event, Token):
-            out.append(event.id)
-        else:
-            done = event
-    assert done is not None
-    return out, done
+    return generated(engine, ids, GREEDY)
 
 
 @pytest.fixture(scope="module")
@@ -139,13 +132,7 @@ def traced(engine: Engine, ids: list[int]) -> tuple[list[int], Done, list[npt.ND
         rows.append(row.copy())
         return row
 
-    out, done = [], None
-    for event in engine.generate(ids, GREEDY, logits_processor=keep):
-        if isinstance(event, Token):
-            out.append(event.id)
-        else:
-            done = event
-    assert done is not None
+    out, done = generated(engine, ids, GREEDY, logits_processor=keep)
     return out, done, rows
 
 

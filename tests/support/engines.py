@@ -1,4 +1,5 @@
-"""Scripted engines with timing and faults, for testing the proxy's connection handling."""
+"""Scripted engines with timing and faults, for testing the proxy's connection handling; and
+:func:`generated`, one generation of any engine run to its end."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 from tether.engine.base import (
     Constraint,
+    Done,
+    Engine,
     GenerationEvent,
     LogitsProcessor,
     Prefill,
@@ -23,7 +26,23 @@ from tether.engine.scripted import Reply, ScriptedEngine
 from tether.grammar.local import LocalConstraint
 from tether.grammar.spec import OutputSpec
 
-__all__ = ["BrokenConstraint", "FaultyEngine", "PrefillingEngine", "SlowEngine", "break_layer0"]
+__all__ = ["BrokenConstraint", "FaultyEngine", "PrefillingEngine", "SlowEngine", "break_layer0", "generated"]
+
+
+def generated(
+    engine: Engine, ids: Sequence[int], params: SamplingParams, **kw: Any
+) -> tuple[list[int], Done]:
+    """The token ids and the ``Done`` of one generation, run to its end."""
+    tokens: list[int] = []
+    done: Done | None = None
+    for event in engine.generate(ids, params, **kw):
+        if isinstance(event, Token):
+            tokens.append(event.id)
+        else:
+            assert isinstance(event, Done)
+            done = event
+    assert done is not None
+    return tokens, done
 
 
 class SlowEngine(ScriptedEngine):

@@ -263,3 +263,18 @@ def test_two_processes_on_one_directory_leave_only_whole_files(tmp_path: Path) -
     salt = tag().digest()
     assert all(read_entry(path, salt) is not None for path in files)
     assert sum(p.stat().st_size for p in files) <= 60_000  # every store is followed by its eviction
+
+
+def test_a_directory_that_cannot_be_one_is_a_clear_error(tmp_path: Path) -> None:
+    from tether.config import ServerConfig
+    from tether.errors import ConfigError
+    from tether.server import prefix_cache
+
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(100))
+    taken = tmp_path / "a-file"
+    taken.write_text("not a directory")
+    config = ServerConfig(prefix_cache_dir=str(taken / "prefix"))
+    with pytest.raises(ConfigError, match=r"--prefix-cache-dir .*a-file/prefix: cannot use it"):
+        prefix_cache(config, model, layout="serial", n_ctx=4096)
+    assert prefix_cache(ServerConfig(prefix_cache_ram_bytes=0), model, layout="serial", n_ctx=4096) is None

@@ -182,6 +182,9 @@ class DiskTier:
         path = self.root / name
         try:
             entry = read_entry(path, self.salt)
+        except FileNotFoundError:  # another process evicted it since the index was read
+            self._forget(name)
+            return None
         except OSError:
             entry = None
         if entry is None:
