@@ -40,7 +40,7 @@ from tether.engine.base import (
 )
 from tether.engine.llama_options import LlamaOptions, llama_kwargs
 from tether.engine.loop import token_loop
-from tether.engine.prefix import PrefixCache, load_seq, save_seq
+from tether.engine.prefix import PrefixCache, keep_seq, load_seq, save_seq
 from tether.engine.stops import stop_at
 from tether.engine.template import fallback_stops
 from tether.errors import ConfigError, EngineError
@@ -288,16 +288,13 @@ class LlamaCppEngine(LlamaText, ContextEngine):
             return
         started = time.perf_counter()
         llm = self._llm
-        mem = _memory(llm)
-        import llama_cpp
-
         if not load_seq(llm._ctx.ctx, 0, hit.entry.state):
-            llama_cpp.llama_memory_seq_rm(mem, 0, -1, -1)
+            keep_seq(llm._ctx.ctx, 0, 0)
             llm.n_tokens = 0
             cache.restore_failed()
             log.warning("prefix_cache_restore_failed", tokens=len(hit.entry.tokens))
             return
-        llama_cpp.llama_memory_seq_rm(mem, 0, keep, -1)
+        keep_seq(llm._ctx.ctx, 0, keep)
         llm.input_ids[:keep] = prompt[:keep]
         llm.n_tokens = keep
         llm._requires_eval = True  # the logits are not the restored prefix's: one token is replayed
@@ -340,12 +337,6 @@ class LlamaCppEngine(LlamaText, ContextEngine):
         if self._cache is not None:
             self._cache.close()  # its queued disk writes finish first (bounded)
         self._llm.close()
-
-
-def _memory(llm: Any) -> Any:
-    import llama_cpp
-
-    return llama_cpp.llama_get_memory(llm._ctx.ctx)
 
 
 def _load_hint(options: LlamaOptions) -> str:

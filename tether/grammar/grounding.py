@@ -195,7 +195,6 @@ class GroundingProcessor:
         self.boosted = 0
         self._recorded = 0
         self._ends: npt.NDArray[np.int32] | None = None
-        self._file_start = False  # this step's boost is the start of a file name
 
     def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
         n = len(ids)
@@ -206,12 +205,12 @@ class GroundingProcessor:
             self.seen = n
             self._take_written()
         cut = self._cut_short()  # once per step: the boost and the penalty both need it
-        self._file_start = False
-        boost = self._boost(cut)
+        # A file name is copied, never composed: its first token gets twice the preference.
+        named = self._file_name_start()
+        boost, bias = (named, 2 * self.bias) if named is not None else (self._boost(cut), self.bias)
         if boost is not None and boost.size:
             finite = boost[np.isfinite(logits[boost])]
-            # A file name is copied, never composed: its first token gets twice the preference.
-            logits[finite] += 2 * self.bias if self._file_start else self.bias
+            logits[finite] += bias
             self.boosted += 1
         if cut:
             logits[self._number_ends()] -= self.bias
@@ -265,14 +264,7 @@ class GroundingProcessor:
         if tr.string is not None and kind == "string" and not tr.escaped and b"\\" not in tr.string:
             value = bytes(tr.string)
             if not value:
-                blocked = self.ledger.blocked(call, key)
-                if key in self.file_params.get(tr.tool or "", ()):
-                    # A file name begins where the text writes one ("Read notes.txt": not at "Read").
-                    named = self.index.file_name_starts(blocked)
-                    if named.size:
-                        self._file_start = True
-                        return named
-                return self.index.start_except(blocked)
+                return self.index.start_except(self.ledger.blocked(call, key))
             ends = self.ledger.free_ends(self.index.occurrences(value), len(value), call, key)
             if not ends:
                 return None  # the model left the text (or took a used span): no preference any more
@@ -285,6 +277,19 @@ class GroundingProcessor:
         if kind == "number" and tr.string is None and tr.stack and tr.stack[-1].expect == "value":
             return self._numbers(b"", call, key, cut)
         return None
+
+    def _file_name_start(self) -> npt.NDArray[np.int32] | None:
+        """At the empty value of a file parameter: the first tokens of the file names the text
+        writes ("Read notes.txt" begins at ``notes``, not at ``Read``); None elsewhere or when it
+        writes none."""
+        tr = self.tracker
+        key = tr.value_key()
+        if tr.string is None or tr.string or key is None or self._kind() != "string":
+            return None
+        if key not in self.file_params.get(tr.tool or "", ()):
+            return None
+        named = self.index.file_name_starts(self.ledger.blocked(tr.calls - 1, key))
+        return named if named.size else None
 
     def _at_value(self) -> bool:
         """Right before a member's value, at the top level of the arguments."""

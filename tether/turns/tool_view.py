@@ -73,15 +73,14 @@ class ToolView:
     def shown(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], n_ctx: int
     ) -> tuple[ToolSpec, ...]:
-        sizes = [_size(t) for t in tools]
+        texts = [json.dumps(t.to_openai(), ensure_ascii=False) for t in tools]
+        sizes = [len(text) // CHARS_PER_TOKEN for text in texts]
         budget = self.share * n_ctx
         if self.share <= 0 or len(tools) <= self.keep or sum(sizes) <= budget:
             return tuple(tools)
         ranked = relevance(messages, tools, self.semantic)
         order = sorted(range(len(tools)), key=lambda i: -self.model.name_score(ranked[i]))
-        key = hashlib.blake2b(
-            json.dumps([t.to_openai() for t in tools], sort_keys=True).encode(), digest_size=16
-        ).digest()
+        key = hashlib.blake2b("\n".join(texts).encode(), digest_size=16).digest()
         full = self._chosen.get(key)
         if full is None or order[0] not in full:
             full = self._choose(tools, sizes, order, budget)

@@ -2,7 +2,7 @@
 
 from tether.engine.prefix.cache import Hit, PrefixCache, PrefixCacheStats
 from tether.engine.prefix.keys import BLOCK, CacheTag, block_chain, model_fingerprint
-from tether.engine.prefix.llama_state import llama_tag, load_seq, save_seq
+from tether.engine.prefix.llama_state import keep_seq, llama_tag, load_seq, save_seq
 
 __all__ = [
     "BLOCK",
@@ -11,6 +11,7 @@ __all__ = [
     "PrefixCache",
     "PrefixCacheStats",
     "block_chain",
+    "keep_seq",
     "llama_tag",
     "load_seq",
     "model_fingerprint",

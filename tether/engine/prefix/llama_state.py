@@ -10,7 +10,7 @@ from typing import Any
 from tether.engine.llama_options import LlamaOptions
 from tether.engine.prefix.keys import CacheTag, model_fingerprint
 
-__all__ = ["llama_tag", "load_seq", "save_seq"]
+__all__ = ["keep_seq", "llama_tag", "load_seq", "save_seq"]
 
 
 def save_seq(ctx: Any, seq: int) -> bytearray:
@@ -37,6 +37,13 @@ def load_seq(ctx: Any, seq: int, state: bytearray) -> bool:
         return int(llama_cpp.llama_state_seq_set_data(ctx, view, len(state), seq)) > 0
     finally:
         del view
+
+
+def keep_seq(ctx: Any, seq: int, n: int) -> None:
+    """Drop ``seq``'s cells from position ``n`` on (``n = 0``: all of them)."""
+    import llama_cpp
+
+    llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), seq, n, -1)
 
 
 def llama_tag(path: str | Path, options: LlamaOptions, *, layout: str, n_ctx: int) -> CacheTag:
