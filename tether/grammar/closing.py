@@ -98,7 +98,7 @@ def closing_suffix(text: str, schema: Mapping[str, Any] | None) -> str | None:
     """What closes ``text``, a JSON value cut short (at ``max_tokens``, or by the repetition stop) under
     ``schema`` (None: any object), as briefly as the schema allows; None when ``text`` is no beginning
     of such a value. Where no budget reached the sampler (a remote engine), the reply still parses."""
-    auto = _value_automaton(json.dumps(schema, sort_keys=True))
+    auto = _value_automaton(json.dumps(schema))  # in its own order: properties are written in it
     state: State | None = auto.start()
     for b in text.encode():
         state = auto.step(state, b) if state is not None else None

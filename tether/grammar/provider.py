@@ -70,8 +70,9 @@ class ConstraintProvider:
 
     def plan(self, spec: ReplySpec) -> tuple[ConstraintPlan, MaskCache]:
         """The reply's automaton and its masks (steering aside: it is per request)."""
-        tools = tuple((t.name, json.dumps(t.parameters, sort_keys=True)) for t in spec.tools)
-        answer = None if spec.answer is None else ("json", json.dumps(spec.answer.schema, sort_keys=True))
+        # Keys keep the properties' order: the automaton writes them in that order.
+        tools = tuple((t.name, json.dumps(t.parameters)) for t in spec.tools)
+        answer = None if spec.answer is None else ("json", json.dumps(spec.answer.schema))
         key = (spec.fmt.name, tools, spec.mode, spec.required, spec.parallel, answer)
         regexes = self.regexes
         return self._cached(
@@ -119,6 +120,6 @@ class ConstraintProvider:
         """The reply must be one JSON value of ``spec`` (a structured reply; argument repair). The
         automaton and its masks are kept per schema: a second request with the same one builds nothing."""
         regexes = self.regexes
-        key = ("json", json.dumps(spec.schema, sort_keys=True))
+        key = ("json", json.dumps(spec.schema))
         plan, masks = self._cached(key, lambda: json_plan(spec.schema, regexes))
         return ToolConstraint(plan, self.vocab, masks, prompt_len, budget=spec.budget)

@@ -74,3 +74,17 @@ def test_a_value_cut_short_gets_its_shortest_close() -> None:
     }
     assert closing_suffix('{"a": [1, {"b": "x', None) == '"}]}'
     assert closing_suffix("Sure! Here is", CITY) is None  # no beginning of the value: nothing to close
+
+
+def test_a_cut_value_closes_in_its_schemas_own_property_order() -> None:
+    # Properties out of alphabetical order (a pydantic model's field order): the value is written in
+    # the schema's order, so the close must follow it, not a sorted copy.
+    city = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "country": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["name", "country", "population"],
+    }
+    cut = '{ "name":"Lisbon" ,"country":"Portugal" ,"population":30000'
+    suffix = closing_suffix(cut, city)
+    assert suffix is not None
+    assert json.loads(cut + suffix) == {"name": "Lisbon", "country": "Portugal", "population": 30000}
