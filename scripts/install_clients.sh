@@ -2,6 +2,8 @@
 # Installs the real coding clients the `clients` tests drive, project-locally, idempotently:
 #   .cache/clients/node_modules/.bin/opencode   (npm: opencode-ai)
 #   .cache/clients/node_modules/.bin/cn         (npm: @continuedev/cli)
+#   .cache/clients/node_modules/.bin/mcp-server-filesystem  (npm: @modelcontextprotocol/server-filesystem,
+#                                        the reference MCP server the MCP tests drive)
 #   .cache/clients/aider-venv/bin/aider         (PyPI: aider-chat, in its own venv: its pins clash with ours)
 # A second run only checks. Writes .cache/clients/installed.json on success (the tests read it).
 # Usage: scripts/install_clients.sh            (needs node >= 20 with npm, and python >= 3.10)
@@ -11,6 +13,7 @@ cd "$(dirname "$0")/.."
 
 OPENCODE_VERSION=${OPENCODE_VERSION:-1.18.33}
 CN_VERSION=${CN_VERSION:-1.5.47}
+MCP_FS_VERSION=${MCP_FS_VERSION:-2026.8.31}
 AIDER_VERSION=${AIDER_VERSION:-0.86.2}
 PY=${PYTHON:-python3}
 DIR=.cache/clients
@@ -38,6 +41,8 @@ npm_version() {  # installed version of $1 under $DIR, or nothing
 want=()
 [ "$(npm_version opencode-ai)" = "$OPENCODE_VERSION" ] || want+=("opencode-ai@$OPENCODE_VERSION")
 [ "$(npm_version @continuedev/cli)" = "$CN_VERSION" ] || want+=("@continuedev/cli@$CN_VERSION")
+[ "$(npm_version @modelcontextprotocol/server-filesystem)" = "$MCP_FS_VERSION" ] ||
+  want+=("@modelcontextprotocol/server-filesystem@$MCP_FS_VERSION")
 if [ ${#want[@]} -gt 0 ]; then
   echo "install_clients: npm install ${want[*]}" >&2
   (cd "$DIR" && npm install --silent --no-progress "${want[@]}")

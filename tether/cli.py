@@ -202,6 +202,14 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    mcp_config: Annotated[
+        str | None,
+        _setting(
+            "mcp_config",
+            "An mcpServers JSON file; its servers' tools run server-side, in the sandbox (docs/mcp.md).",
+            show_default=False,
+        ),
+    ] = None,
     permission: Annotated[
         str | None, _setting("permission", "Server-side tool permissions: plan | ask | accept-edits | auto.")
     ] = None,
@@ -361,6 +369,7 @@ def serve(
         "model_alias": model_alias or None,
         "work_dir": work_dir,
         "server_tools": server_tools,
+        "mcp_config": mcp_config,
         "permission": permission,
         "workflow": workflow or None,
         "session_store": session_store,

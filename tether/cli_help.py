@@ -27,7 +27,7 @@ SERVE_SECTIONS: dict[str, tuple[str, ...]] = {
     "Replies and guardrails": ("max_tokens", "temperature", "tool_format", "constrain", "preset", "compaction"),
     "Remote backend": ("backend", "backend_kind", "backend_api_key", "backend_timeout"),
     "Server tools and sessions": (
-        "server_tools", "permission", "work_dir", "workflow", "session_store", "session_ttl_s",
+        "server_tools", "mcp_config", "permission", "work_dir", "workflow", "session_store", "session_ttl_s",
         "max_sessions", "responses_store",
     ),
     "Configuration and logging": ("config_file", "profile", "log_level"),

@@ -46,6 +46,7 @@ class ServerConfig:
     cors_origins: tuple[str, ...] = ("http://localhost", "http://127.0.0.1")
     work_dir: str | None = None
     server_tools: tuple[str, ...] = ()
+    mcp_config: str | None = None
     permission: str = "plan"
     workflows: tuple[str, ...] = ()
     session_ttl_s: float = 3600.0
@@ -117,6 +118,9 @@ class Settings(BaseSettings):
     max_tokens: int | None = Field(default=None, ge=1)
     work_dir: str | None = None
     server_tools: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    mcp_config: str | None = Field(
+        default=None, description="an mcpServers JSON file: its servers' tools run as server-side tools"
+    )
     permission: str = "plan"
     workflow: Annotated[list[str], NoDecode] = Field(default_factory=list)
     session_ttl_s: float = Field(default=3600.0, gt=0)
@@ -202,6 +206,8 @@ class Settings(BaseSettings):
         """Validate cross-field rules and freeze."""
         if self.server_tools and not self.work_dir:
             raise ConfigError("--server-tools needs --work-dir: the directory the tools may touch")
+        if self.mcp_config and not self.work_dir:
+            raise ConfigError("--mcp-config needs --work-dir: the directory its servers may write in")
         if not is_loopback(self.host) and not self.api_key:
             raise ConfigError(
                 f"refusing to bind {self.host} without an API key: pass --api-key (or TETHER_API_KEY), "
@@ -238,6 +244,7 @@ class Settings(BaseSettings):
             default_max_tokens=self.max_tokens,
             work_dir=self.work_dir,
             server_tools=tuple(self.server_tools),
+            mcp_config=self.mcp_config or None,
             permission=self.permission,
             workflows=tuple(self.workflow),
             session_ttl_s=self.session_ttl_s,

@@ -11,6 +11,7 @@ checks the file's keys, and records where each value came from.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 import types
@@ -38,7 +39,7 @@ __all__ = [
 
 FILE_NAME = "tether.toml"
 # Relative paths in a file mean relative to that file, not to wherever the server is started.
-_PATH_KEYS = ("model", "work_dir", "workflow")
+_PATH_KEYS = ("model", "work_dir", "workflow", "mcp_config")
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,12 @@ def read_layer(path: Path, profile: str | None) -> FileLayer:
     profiles = data.pop("profiles", {})
     if not isinstance(profiles, dict) or not all(isinstance(table, dict) for table in profiles.values()):
         raise ConfigError(f"{path}: 'profiles' must hold tables, one per profile: [profiles.NAME]")
+    mcp = _mcp_table(data.pop("mcp", None), path)
     top = _checked(data, path, "")
+    if mcp is not None:
+        if "mcp_config" in top:
+            raise ConfigError(f"{path}: give the MCP servers once: mcp_config or an [mcp] table")
+        top["mcp_config"] = mcp
     tables = {name: _checked(table, path, f" in [profiles.{name}]") for name, table in profiles.items()}
     label = f"file:{path}"
     values, origins = dict(top), dict.fromkeys(top, label)
@@ -108,6 +114,28 @@ def read_layer(path: Path, profile: str | None) -> FileLayer:
         values.update(tables[profile])
         origins.update(dict.fromkeys(tables[profile], f"{label}[{profile}]"))
     return FileLayer(path, profile, _relative_to(values, path.parent), origins)
+
+
+def _mcp_table(table: Any, path: Path) -> str | None:
+    """``[mcp]``: ``config = "FILE"``, or the servers themselves in ``[mcp.servers.NAME]`` tables
+    (kept as the JSON text ``mcp_config`` also takes)."""
+    if table is None:
+        return None
+    servers = table.get("servers", table.get("mcpServers")) if isinstance(table, dict) else None
+    file = table.get("config") if isinstance(table, dict) else None
+    if (
+        not isinstance(table, dict)
+        or set(table) - {"config", "servers", "mcpServers"}
+        or ((servers is None) == (file is None))
+    ):
+        raise ConfigError(
+            f'{path}: [mcp] holds either config = "mcp.json" or [mcp.servers.NAME] tables, one of the two'
+        )
+    if file is not None:
+        if not isinstance(file, str) or not file:
+            raise ConfigError(f"{path}: [mcp] config must be the path of an mcpServers JSON file")
+        return file
+    return json.dumps({"mcpServers": servers})
 
 
 def resolve(
@@ -172,7 +200,7 @@ def _relative_to(values: dict[str, Any], base: Path) -> dict[str, Any]:
         value = out.get(key)
         if isinstance(value, str) and key == "workflow":
             value = [part.strip() for part in value.split(",") if part.strip()]
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and value and not value.lstrip().startswith("{"):  # inline mcp_config
             out[key] = anchor(value)
         elif isinstance(value, list) and all(isinstance(item, str) for item in value):
             out[key] = [anchor(item) for item in value]

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tether.engine.embedding import Embedder
     from tether.engine.prefix import PrefixCache
     from tether.engine.remote.chat import ChatBackend
+    from tether.sandbox import SandboxExecutor, ToolSource
 
 __all__ = ["ENGINE_LOADERS", "EngineLoader", "build_app", "load_embedder", "load_engines", "run_server"]
 
@@ -275,8 +276,9 @@ ENGINE_LOADERS: dict[str, EngineLoader] = {
 
 
 def server_tools(config: ServerConfig) -> ServerToolsStage | None:
-    """The sandboxed built-ins the proxy runs itself, or None. Fails closed without bubblewrap."""
-    if not config.server_tools:
+    """The sandboxed built-ins and MCP servers' tools the proxy runs itself, or None. Fails closed
+    without bubblewrap."""
+    if not config.server_tools and not config.mcp_config:
         return None
     from tether.sandbox import PermissionPolicy, SandboxConfig, SandboxExecutor, ToolBox
     from tether.sandbox.builtin_tools import BuiltinTools
@@ -296,7 +298,25 @@ def server_tools(config: ServerConfig) -> ServerToolsStage | None:
     chosen = [t for t in tools if "all" in wanted or t.name in wanted]
     policy = PermissionPolicy.from_settings(config.permission)
     log.info("server_tools_enabled", tools=[t.name for t in chosen], permission=policy.mode.value)
-    return ServerToolsStage(ToolBox(chosen, policy=policy))
+    sources = [] if config.mcp_config is None else [_mcp_tools(config, work_dir, executor)]
+    return ServerToolsStage(ToolBox(chosen, policy=policy), sources=sources)
+
+
+def _mcp_tools(config: ServerConfig, work_dir: Path, executor: SandboxExecutor) -> ToolSource:
+    """The servers of ``--mcp-config`` (stdio ones in the executor's sandbox)."""
+    try:
+        from tether.mcp import McpTools
+        from tether.mcp.config import read_mcp_config
+    except ImportError as exc:  # the SDK is an extra
+        raise ConfigError(f"--mcp-config needs the MCP SDK ({exc}): pip install 'tether[mcp]'") from exc
+    from tether.sandbox.bwrap import prepare
+
+    assert config.mcp_config is not None
+    specs = read_mcp_config(config.mcp_config)
+    plan = prepare(executor.config) if any(s.transport == "stdio" for s in specs) else None
+    # A result gets about a quarter of the context (some four characters a token).
+    log.info("mcp_servers_configured", servers=[s.name for s in specs])
+    return McpTools(specs, work_dir=work_dir, plan=plan, result_chars=max(1000, config.n_ctx))
 
 
 def load_embedder(config: ServerConfig) -> Embedder | None:

@@ -10,6 +10,7 @@ from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.prompt import build_prompt
 from tether.engine.template import ChatTemplate
 from tether.evals.name_fix import CASES, TOOLS, run_name_fix
+from tether.evals.name_fix_mcp import MCP_CASES, MCP_FEW_SHOT, MCP_TOOLS
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
@@ -47,6 +48,16 @@ def test_name_fix_set(smollm: LlamaCppEngine) -> None:
     assert strict.calls >= 45 and strict.not_offered == 0, strict
     # Strict mode: every call validates against its tool's schema.
     assert strict.invalid_args == 0, strict
+
+
+@pytest.mark.timeout(1800)
+def test_name_fix_on_thirty_mcp_tools(smollm: LlamaCppEngine) -> None:
+    """Tools as ``--mcp-config`` offers them (``<server>_<tool>``), examples in other spellings."""
+    assert len(MCP_TOOLS) == 30
+    results = run_name_fix(smollm, ("off", "strict"), cases=MCP_CASES, tools=MCP_TOOLS, few_shot=MCP_FEW_SHOT)
+    off, strict = results["off"], results["strict"]
+    assert off.not_offered / max(off.calls, 1) > 0.2, off  # unconstrained, it writes names of its own
+    assert strict.calls >= 20 and strict.not_offered == 0 and strict.invalid_args == 0, strict
 
 
 def test_forced_text_follows_the_models_own_tokenization(smollm: LlamaCppEngine) -> None:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from tests.support.serve import capture_serve
 from tether.cli import app
 from tether.config import ServerConfig
+from tether.errors import ConfigError
 
 LAYERS = ("cli", "env", "file")
 CTX = {"cli": 2048, "env": 3072, "file": 4096}
@@ -342,3 +343,25 @@ def test_config_show_says_what_unset_options_mean(home: Path) -> None:
     assert "up to the window" in lines["max_tokens"] and "(all cores)" in lines["threads"]
     backed = invoke("config", "show", "--backend", "http://127.0.0.1:9").stdout
     assert "(bundled)" not in backed
+
+
+def test_mcp_servers_from_an_mcp_table(home: Path) -> None:
+    from tether.config_file import resolve
+    from tether.mcp.config import read_mcp_config
+
+    by_file = write(home / "a" / "tether.toml", '[mcp]\nconfig = "mcp.json"\n')
+    assert resolve({}, config_file=by_file).settings.mcp_config == str(home / "a" / "mcp.json")
+    inline = write(
+        home / "b" / "tether.toml",
+        '[mcp.servers.weather]\ncommand = "uvx"\nargs = ["weather-mcp"]\nnetwork = true\n',
+    )
+    value = resolve({}, config_file=inline).settings.mcp_config
+    assert value is not None
+    (spec,) = read_mcp_config(value)
+    assert (spec.name, spec.command, spec.args, spec.network) == ("weather", "uvx", ("weather-mcp",), True)
+    both = write(home / "c" / "tether.toml", 'mcp_config = "x.json"\n[mcp]\nconfig = "y.json"\n')
+    with pytest.raises(ConfigError, match="once"):
+        resolve({}, config_file=both)
+    neither = write(home / "d" / "tether.toml", "[mcp]\nservers_typo = 1\n")
+    with pytest.raises(ConfigError, match=r"\[mcp\] holds either"):
+        resolve({}, config_file=neither)

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("0c", ("schema_kinds",)),
     ("1", ("grammar",)),
     ("2", ("engine", "sandbox", "selection")),
-    ("3", ("guardrails",)),
+    ("3", ("guardrails", "mcp")),
     ("4", ("turns",)),
     ("5", ("workflows",)),
     ("6a", ("config",)),

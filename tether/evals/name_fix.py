@@ -116,6 +116,8 @@ def run_name_fix(
     *,
     cases: Sequence[str] = CASES,
     max_tokens: int = 48,
+    tools: Sequence[ToolSpec] = TOOLS,
+    few_shot: str = FEW_SHOT,
 ) -> dict[str, NameFixResult]:
     """Greedy generation per case and mode; the shared system prompt keeps prefix reuse effective.
 
@@ -126,23 +128,23 @@ def run_name_fix(
     template = ChatTemplate(info.chat_template, bos_token=info.bos_token, eos_token=info.eos_token)
     fmt = get_format("generic")
     provider = ConstraintProvider(engine)
-    schemas = {t.name: t.parameters for t in TOOLS}
+    schemas = {t.name: t.parameters for t in tools}
     results = {m: NameFixResult(str(m)) for m in modes}
     params = SamplingParams(max_tokens=max_tokens, temperature=0.0)
     for case in cases:
-        messages = (Message("system", FEW_SHOT), Message("user", case))
-        ids = engine.tokenize(build_prompt(template, fmt, messages, TOOLS) + PREFILL)
+        messages = (Message("system", few_shot), Message("user", case))
+        ids = engine.tokenize(build_prompt(template, fmt, messages, tools) + PREFILL)
         for mode, res in results.items():
             processor = None
             if mode != "off":
-                spec = ReplySpec(fmt, tuple(TOOLS), mode, required=True)  # type: ignore[arg-type]
+                spec = ReplySpec(fmt, tuple(tools), mode, required=True)  # type: ignore[arg-type]
                 processor = provider.constraint(spec, prompt_len=len(ids), primed=PREFILL.encode())
             text = PREFILL + "".join(
                 ev.text
                 for ev in engine.generate(ids, params, logits_processor=processor)
                 if isinstance(ev, Token)
             )
-            parsed = fmt.parse(text, TOOLS)
+            parsed = fmt.parse(text, tools)
             res.cases += 1
             if not parsed.calls:
                 res.no_call += 1

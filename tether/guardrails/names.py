@@ -12,36 +12,41 @@ cascade (its hits are returned as ``candidates``), and the result is always one 
    ``tools__``, ``tool.``, ``tool__``, ``default_api.``, ``mcp__<server>__``) is
    stripped from the written name, or from the offered names (the model dropped an
    MCP prefix), then exact and then case-insensitive matching are retried.
-4. ``squash``: lowercase with ``_-. `` removed: ``WriteFile``, ``write-file`` and
+4. ``declared``: the name (or it without a namespace prefix), ignoring case, is one of the
+   ``aliases`` a tool declares (an MCP tool's own name, ``mcp__server__tool``,
+   ``server.tool``); one offered tool must declare it.
+5. ``squash``: lowercase with ``_-. `` removed: ``WriteFile``, ``write-file`` and
    ``write file`` all match ``write_file``.
-5. ``alias``: the closed table of :mod:`tether.guardrails.aliases`; the first
+6. ``alias``: the closed table of :mod:`tether.guardrails.aliases`; the first
    canonical target that is offered wins.
-6. ``split``: the name holds other text as well (``functions.read_file:0``,
+7. ``split``: the name holds other text as well (``functions.read_file:0``,
    ``to=read_file``, ``read_file(path="a")``): it is split at characters that
    cannot be part of a tool name and each piece is tried with stages 1-3; exactly
    one distinct offered hit resolves it.
 
-Stages 4-6 work on the name with its namespace prefix stripped, if it had one.
+Stages 5-7 work on the name with its namespace prefix stripped, if it had one.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.aliases import alias_targets, squash
 
 __all__ = [
     "NAMESPACE_PREFIXES",
     "Resolution",
     "ResolutionMethod",
+    "declared_aliases",
     "resolve_name",
     "strip_namespace",
 ]
 
-ResolutionMethod = Literal["exact", "case", "namespace", "squash", "alias", "split"]
+ResolutionMethod = Literal["exact", "case", "namespace", "declared", "squash", "alias", "split"]
 
 #: fixed prefixes stripped by the namespace stage (matched case-insensitively).
 NAMESPACE_PREFIXES: tuple[str, ...] = (
@@ -137,8 +142,15 @@ def _split_hits(name: str, offered: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def resolve_name(name: str, offered: Sequence[str]) -> Resolution:
-    """The offered tool ``name`` refers to, by the stages in the module docstring."""
+def _declared_hits(name: str, offered: Sequence[str], aliases: Mapping[str, str]) -> tuple[str, ...]:
+    written = {form.lower() for form in _forms(name)}
+    return _unique(offered, lambda o: any(aliases.get(w) == o for w in written))
+
+
+def resolve_name(name: str, offered: Sequence[str], aliases: Mapping[str, str] | None = None) -> Resolution:
+    """The offered tool ``name`` refers to, by the stages in the module docstring. ``aliases``: the
+    names tools declare (:attr:`ToolSpec.aliases <tether.grammar.formats.base.ToolSpec.aliases>`),
+    lowercased, to the offered name that declares each (:func:`declared_aliases`)."""
     if name in offered:
         return Resolution(name, "exact")
     name = name.strip()
@@ -152,6 +164,7 @@ def resolve_name(name: str, offered: Sequence[str]) -> Resolution:
     base = strip_namespace(name) or name
     key = squash(base)
     stages: tuple[tuple[ResolutionMethod, Callable[[], tuple[str, ...]]], ...] = (
+        ("declared", lambda: _declared_hits(name, offered, aliases or {})),
         ("squash", lambda: _unique(offered, lambda o: key != "" and key in map(squash, _forms(o)))),
         ("alias", lambda: _alias_hits(base, offered)),
         ("split", lambda: _split_hits(name, offered)),
@@ -163,3 +176,15 @@ def resolve_name(name: str, offered: Sequence[str]) -> Resolution:
         if hits:
             return Resolution(None, None, hits)
     return Resolution(None)
+
+
+def declared_aliases(tools: Iterable[ToolSpec]) -> dict[str, str]:
+    """Each declared alias, lowercased, to the tool that declares it; an alias two tools declare
+    names neither (a wrong guess is worse than no guess), nor does one that is an offered name."""
+    tools = list(tools)
+    names = {t.name.lower() for t in tools}
+    owners: dict[str, set[str]] = {}
+    for tool in tools:
+        for alias in tool.aliases:
+            owners.setdefault(alias.lower(), set()).add(tool.name)
+    return {a: next(iter(o)) for a, o in owners.items() if len(o) == 1 and a not in names}

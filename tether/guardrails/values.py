@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tether.calls import ToolCall
@@ -118,7 +119,7 @@ def regrounded_tool(
         )
         for k in unsaid
     )
-    return ToolSpec(tool.name, tool.description, parameters), errors
+    return replace(tool, parameters=parameters), errors
 
 
 _WHAT = {"string": "words", "number": "numbers"}

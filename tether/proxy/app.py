@@ -147,8 +147,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if server_tools is not None:
+            await server_tools.start()  # MCP servers: started and listed before the first request
         log.info("server_ready", model=info.model_id, n_ctx=info.n_ctx, tool_format=fmt.name)
         yield
+        if server_tools is not None:
+            await server_tools.close()
         scheduler.shutdown()
         # Joining the engine threads blocks; keep the loop free for the last responses meanwhile.
         await asyncio.to_thread(scheduler.close)
@@ -198,6 +202,8 @@ def create_app(
             body["batch"] = engine.batch_stats()
         if isinstance(engine, ReportsPrefixCache) and (cache := engine.prefix_cache_stats()) is not None:
             body["prefix_cache"] = cache
+        if state.server_tools is not None and (sources := state.server_tools.snapshot()):
+            body["tool_sources"] = sources  # {"mcp": {server: state, restarts, calls, last error}}
         return body
 
     @app.exception_handler(TetherError)

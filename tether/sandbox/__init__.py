@@ -21,7 +21,7 @@ from tether.sandbox.permissions import (
     ToolKind,
     parse_mode,
 )
-from tether.sandbox.toolbox import Tool, ToolBox, ToolHandler, ToolResult
+from tether.sandbox.toolbox import Tool, ToolBox, ToolHandler, ToolResult, ToolSource
 
 __all__ = [
     "WORKSPACE",
@@ -42,6 +42,7 @@ __all__ = [
     "ToolHandler",
     "ToolKind",
     "ToolResult",
+    "ToolSource",
     "TrustedCallable",
     "Workspace",
     "make_toolbox",

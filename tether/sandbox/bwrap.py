@@ -126,12 +126,20 @@ def _root_layout() -> list[str]:
     return args
 
 
-def bwrap_argv(plan: SandboxPlan, config: SandboxConfig, *, status_fd: int | None) -> list[str]:
-    """The bwrap command line up to (not including) the ``prlimit`` wrapper and the command."""
+# What a process with the network needs to resolve names and check certificates.
+_NET_ETC = ("/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates")
+
+
+def bwrap_argv(
+    plan: SandboxPlan, config: SandboxConfig, *, status_fd: int | None, network: bool = False
+) -> list[str]:
+    """The bwrap command line up to (not including) the ``prlimit`` wrapper and the command.
+    ``network``: share the host's network (an MCP server its configuration grants it); else none."""
     limits = config.limits
     argv = [
         plan.bwrap,
         "--unshare-all",  # user, ipc, pid, net, uts, cgroup: no network at all
+        *(["--share-net"] if network else []),
         "--unshare-user",
         "--disable-userns",  # no nested user namespaces to regain capabilities
         "--uid",
@@ -166,6 +174,8 @@ def bwrap_argv(plan: SandboxPlan, config: SandboxConfig, *, status_fd: int | Non
     ]
     for path in config.ro_binds:
         argv += ["--ro-bind", path, path]
+    for path in _NET_ETC if network else ():
+        argv += ["--ro-bind-try", path, path]
     argv += ["--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv"]
     for key, value in sandbox_env(config, home="/tmp").items():
         argv += ["--setenv", key, value]

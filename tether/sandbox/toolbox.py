@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jsonschema
 import structlog
@@ -21,7 +21,7 @@ from tether.errors import TetherError
 from tether.grammar.formats.base import ToolSpec
 from tether.sandbox.permissions import PermissionPolicy, ToolKind
 
-__all__ = ["Tool", "ToolBox", "ToolHandler", "ToolResult"]
+__all__ = ["Tool", "ToolBox", "ToolHandler", "ToolResult", "ToolSource"]
 
 log = structlog.get_logger(__name__)
 
@@ -46,10 +46,15 @@ class Tool:
     parameters: Mapping[str, Any]
     kind: ToolKind
     handler: ToolHandler = field(repr=False)
+    aliases: tuple[str, ...] = ()  # other names a call may use for it (ToolSpec.aliases)
+
+    def tool_spec(self) -> ToolSpec:
+        """The tool as offered to the model (with a copy of the schema)."""
+        return ToolSpec(self.name, self.description, json.loads(json.dumps(self.parameters)), self.aliases)
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI ``{"type": "function", "function": {...}}`` entry (with a copy of the schema)."""
-        return ToolSpec(self.name, self.description, json.loads(json.dumps(self.parameters))).to_openai()
+        return self.tool_spec().to_openai()
 
 
 class ToolBox:
@@ -59,6 +64,7 @@ class ToolBox:
         self._policy = policy if policy is not None else PermissionPolicy()
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        self._groups: dict[str, list[str]] = {}
         for tool in tools:
             self.register(tool)
 
@@ -76,13 +82,36 @@ class ToolBox:
         self._tools[tool.name] = tool
         self._validators[tool.name] = cls(schema)
 
+    def replace_group(self, group: str, tools: Iterable[Tool]) -> list[str]:
+        """Make ``tools`` the whole of ``group`` (one MCP server's list, which may change while the
+        server runs); returns the problems, one line per tool left out (a name another tool has, a
+        schema that is not a JSON Schema). Never raises: one bad tool does not take the others."""
+        for name in self._groups.pop(group, []):
+            self._tools.pop(name, None)
+            self._validators.pop(name, None)
+        kept: list[str] = []
+        problems: list[str] = []
+        for tool in tools:
+            try:
+                self.register(tool)
+            except (ValueError, jsonschema.SchemaError) as exc:
+                problems.append(f"{tool.name}: {exc}".splitlines()[0])
+                continue
+            kept.append(tool.name)
+        self._groups[group] = kept
+        return problems
+
+    def offered(self) -> list[Tool]:
+        """The tools the policy can allow (denied and, in plan mode, mutating ones are left out)."""
+        return [t for t in self._tools.values() if self._policy.offers(t.name, t.kind)]
+
     def names(self) -> list[str]:
         """Every registered tool name, offered or not."""
         return list(self._tools)
 
     def specs(self) -> list[dict[str, Any]]:
         """OpenAI tool entries for the tools the policy can allow (denied and, in plan mode, mutating ones are left out)."""
-        return [t.spec() for t in self._tools.values() if self._policy.offers(t.name, t.kind)]
+        return [t.spec() for t in self.offered()]
 
     async def call(self, name: str, arguments: str | Mapping[str, Any] | None) -> ToolResult:
         """Run tool ``name`` with ``arguments`` (a JSON string or a mapping); never raises for tool failures."""
@@ -132,3 +161,17 @@ def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any
 def _describe(error: jsonschema.ValidationError) -> str:
     where = "/".join(str(p) for p in error.path)
     return f"{where}: {error.message}" if where else error.message
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Something that adds tools to a :class:`ToolBox` while the server runs (the MCP servers of
+    ``--mcp-config``): started with the server, closed at its end."""
+
+    async def start(self, toolbox: ToolBox) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def snapshot(self) -> dict[str, Any]:
+        """Its state for ``/health``, by name."""
+        ...

@@ -25,7 +25,7 @@ Otherwise summarised as text the model cannot copy as a call:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import structlog
@@ -33,7 +33,7 @@ import structlog
 from tether.calls import ToolCall, new_call_id
 from tether.chat import Message
 from tether.grammar.formats.base import ToolSpec
-from tether.guardrails.names import resolve_name
+from tether.guardrails.names import declared_aliases, resolve_name
 from tether.jsonscan import loads_lenient
 from tether.turns.events import ChatJob
 
@@ -64,7 +64,9 @@ class _Call:
     result: str | None = None
 
 
-def _readable(call: ToolCall, offered: Sequence[str]) -> tuple[ToolCall | None, str, list[str]]:
+def _readable(
+    call: ToolCall, offered: Sequence[str], aliases: Mapping[str, str]
+) -> tuple[ToolCall | None, str, list[str]]:
     """(the call as it can be rendered, or None; why not; what was repaired)."""
     done: list[str] = []
     args = dict(call.arguments)
@@ -81,7 +83,7 @@ def _readable(call: ToolCall, offered: Sequence[str]) -> tuple[ToolCall | None, 
         done.append("arguments_read")
     name = call.name
     if offered and name not in offered:
-        resolved = resolve_name(name, offered).name
+        resolved = resolve_name(name, offered, aliases).name
         if resolved is None:
             return None, "no tool of that name is offered", done
         name = resolved
@@ -104,6 +106,7 @@ def safe_history(
 ) -> tuple[tuple[Message, ...], tuple[HistoryRepair, ...]]:
     """``messages`` with every call readable and offered and every result paired (see the module doc)."""
     offered = [t.name for t in tools]
+    aliases = declared_aliases(tools)
     repairs: list[HistoryRepair] = []
     made: dict[int, list[_Call]] = {}  # assistant message index -> its calls
     waiting: list[tuple[str, _Call]] = []  # calls no result answers yet, by the id the client wrote
@@ -113,7 +116,7 @@ def safe_history(
         if msg.role == "assistant" and msg.tool_calls:
             made[i] = []
             for call in msg.tool_calls:
-                fixed, why, done = _readable(call, offered)
+                fixed, why, done = _readable(call, offered, aliases)
                 repairs += [HistoryRepair(i, kind, call.name) for kind in done]
                 if fixed is not None and fixed.id in used:
                     repairs.append(HistoryRepair(i, "id_renamed", fixed.id))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import structlog
 
@@ -30,7 +31,7 @@ from tether.calls import ToolCall
 from tether.chat import Message, Usage
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.interventions import Intervention
-from tether.sandbox import ToolBox
+from tether.sandbox import ToolBox, ToolSource
 from tether.turns.compaction import compact_job
 from tether.turns.core import ChatCore
 from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent
@@ -141,12 +142,33 @@ class ServerToolsStage:
     client's tools end the loop and go to the client (a client tool of the same name wins).
     """
 
-    def __init__(self, toolbox: ToolBox, *, max_rounds: int = 8) -> None:
+    def __init__(self, toolbox: ToolBox, *, max_rounds: int = 8, sources: Sequence[ToolSource] = ()) -> None:
         self.toolbox = toolbox
-        self.specs = tuple(ToolSpec.from_openai(s) for s in toolbox.specs())
-        self.names = frozenset(s.name for s in self.specs)
+        self.sources = tuple(sources)  # what adds tools while the server runs (MCP servers)
         self.max_rounds = max_rounds
         self.on_run: Callable[[str, bool], None] | None = None  # told of each run: tool, succeeded
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tools offered now (a source's list may change while the server runs)."""
+        return tuple(t.tool_spec() for t in self.toolbox.offered())
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.toolbox.offered())
+
+    async def start(self) -> None:
+        """Start the sources (at the server's start; one that fails logs why and retries)."""
+        for source in self.sources:
+            await source.start(self.toolbox)
+
+    async def close(self) -> None:
+        for source in self.sources:
+            await source.close()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Each source's state, by name (``/health``)."""
+        return {name: state for source in self.sources for name, state in source.snapshot().items()}
 
     async def __call__(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
         job = turn.job
@@ -156,8 +178,9 @@ class ServerToolsStage:
                     yield ev
             return
         client = {t.name for t in job.tools}
-        mine_names = self.names - client
-        job = replace(job, tools=(*job.tools, *(s for s in self.specs if s.name in mine_names)))
+        specs = self.specs
+        mine_names = frozenset(s.name for s in specs) - client
+        job = replace(job, tools=(*job.tools, *(s for s in specs if s.name in mine_names)))
         usage = Usage()
         notes: list[Intervention] = []
         for round_no in range(self.max_rounds):

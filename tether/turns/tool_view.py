@@ -22,7 +22,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether.chat import Message
@@ -54,7 +54,7 @@ def brief(tool: ToolSpec) -> ToolSpec:
     params: dict[str, Any] = {"type": "object", "properties": shown}
     if tool.parameters.get("required"):
         params["required"] = list(tool.parameters["required"])
-    return ToolSpec(tool.name, first, params)
+    return replace(tool, description=first, parameters=params)
 
 
 @dataclass(frozen=True)

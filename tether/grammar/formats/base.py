@@ -35,6 +35,9 @@ class ToolSpec:
     name: str
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    # Other names the tool is known by (an MCP tool's own name, ``mcp__server__tool``): a call
+    # written with one of them resolves to ``name`` (tether.guardrails.names). Never rendered.
+    aliases: tuple[str, ...] = ()
 
     @classmethod
     def from_openai(cls, tool: Mapping[str, Any]) -> ToolSpec:

@@ -25,6 +25,7 @@ from tether.chat import Message, Usage, reads_as_failure
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.arguments import ArgumentChecker, FieldError
 from tether.guardrails.interventions import Intervention
+from tether.guardrails.names import declared_aliases
 from tether.guardrails.presets import GuardConfig
 from tether.selection.grounded import Grounding, conversation_text
 
@@ -213,6 +214,7 @@ class GuardContext:
     settled: bool = False
     by_name: dict[str, ToolSpec] = field(init=False)
     names: list[str] = field(init=False)
+    aliases: dict[str, str] = field(init=False)  # the tools' declared names (resolve_name)
     answered: frozenset[str] = field(init=False)
     failing: frozenset[str] = field(init=False)
     _spoken: Grounding | None = field(default=None, init=False, repr=False)
@@ -220,6 +222,7 @@ class GuardContext:
     def __post_init__(self) -> None:
         self.by_name = {t.name: t for t in self.tools}
         self.names = [t.name for t in self.tools]
+        self.aliases = declared_aliases(self.tools)
         self.answered = answered_last_turn(self.history) if self.config.end_loops else frozenset()
         tries = self.config.failed_retries + 1
         self.failing = failed_in_a_row(self.history, tries) if self.config.end_loops else frozenset()

@@ -22,7 +22,7 @@ def names(call: ToolCall, ctx: GuardContext) -> StepRun:
     name: str | None = call.name if call.name in ctx.by_name else None
     candidates: tuple[str, ...] = ()
     if name is None and config.resolve:
-        res = resolve_name(call.name, ctx.names)
+        res = resolve_name(call.name, ctx.names, ctx.aliases)
         name, candidates = res.name, tuple(res.candidates)
         if name is not None:
             detail = f"{res.method} match: {written!r} -> {name!r}"
