@@ -236,6 +236,14 @@ def serve(
             switch=True,
         ),
     ] = None,
+    tool_view_share: Annotated[
+        float | None,
+        _setting(
+            "tool_view_share",
+            "Share of the window the tools may take in full; past it only the relevant ones are "
+            "(0: always all; docs/mcp.md).",
+        ),
+    ] = None,
     preempt: Annotated[
         bool | None, _setting("preempt", "Let higher-priority requests preempt running ones.", switch=True)
     ] = None,
@@ -374,6 +382,7 @@ def serve(
         "workflow": workflow or None,
         "session_store": session_store,
         "compaction": compaction,
+        "tool_view_share": tool_view_share,
         "preempt": preempt,
         "batching": batching,
         "speculate": speculate,

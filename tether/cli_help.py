@@ -24,7 +24,7 @@ SERVE_SECTIONS: dict[str, tuple[str, ...]] = {
         "host", "port", "api_key", "model_alias", "queue_limit", "queue_timeout", "shutdown_grace",
         "max_body_mb",
     ),
-    "Replies and guardrails": ("max_tokens", "temperature", "tool_format", "constrain", "preset", "compaction"),
+    "Replies and guardrails": ("max_tokens", "temperature", "tool_format", "constrain", "preset", "compaction", "tool_view_share"),
     "Remote backend": ("backend", "backend_kind", "backend_api_key", "backend_timeout"),
     "Server tools and sessions": (
         "server_tools", "mcp_config", "permission", "work_dir", "workflow", "session_store", "session_ttl_s",

@@ -54,6 +54,7 @@ class ServerConfig:
     session_store: str = "memory"
     responses_store: int = 256
     compaction: bool = False
+    tool_view_share: float = 0.25
     preempt: bool = False
     # auto: one batched llama.cpp context when --slots > 1 (docs/batching.md); off: a context per slot
     batching: Literal["auto", "on", "off"] = "auto"
@@ -133,6 +134,13 @@ class Settings(BaseSettings):
         default=256, ge=0, description="responses kept for previous_response_id (0: none)"
     )
     compaction: bool = False
+    tool_view_share: float = Field(
+        default=0.25,
+        ge=0,
+        le=1,
+        description="share of the window the offered tools may take in full; past it only the relevant "
+        "ones are (0: always all)",
+    )
     preempt: bool = False
     batching: Literal["auto", "on", "off"] = "auto"
     speculate: bool = True
@@ -252,6 +260,7 @@ class Settings(BaseSettings):
             session_store=self.session_store,
             responses_store=self.responses_store,
             compaction=self.compaction,
+            tool_view_share=self.tool_view_share,
             preempt=self.preempt,
             batching=self.batching,
             speculate=self.speculate,

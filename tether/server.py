@@ -305,8 +305,8 @@ def server_tools(config: ServerConfig) -> ServerToolsStage | None:
 def _mcp_tools(config: ServerConfig, work_dir: Path, executor: SandboxExecutor) -> ToolSource:
     """The servers of ``--mcp-config`` (stdio ones in the executor's sandbox)."""
     try:
-        from tether.mcp import McpTools
         from tether.mcp.config import read_mcp_config
+        from tether.mcp.tools import McpTools
     except ImportError as exc:  # the SDK is an extra
         raise ConfigError(f"--mcp-config needs the MCP SDK ({exc}): pip install 'tether[mcp]'") from exc
     from tether.sandbox.bwrap import prepare

@@ -105,3 +105,32 @@ def test_launch_writes_the_config_and_runs_opencode(netns, scripted_server, work
     assert {key: written[key] for key in USER_CONFIG} == USER_CONFIG
     assert written["model"] == "tether/scripted"
     round_trip_turn(tool_requests(log), "write")
+
+
+def test_opencode_connects_to_the_mcp_servers_launch_writes(
+    netns, scripted_server, workdir, installed
+) -> None:
+    server, _, _ = start_server(scripted_server, workdir["project"] / "unused.txt")
+    mcp = workdir["home"] / "mcp.json"
+    weather = [str(ROOT / "tests" / "support" / "mcp_server.py"), "--only", "get_weather"]
+    mcp.write_text(json.dumps({"mcpServers": {"weather": {"command": sys.executable, "args": weather}}}))
+    config = workdir["home"] / "opencode.json"
+    printed = subprocess.run(
+        netns.wrap(launch_command(server, config, "--dry-run", "--mcp-config", str(mcp))),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout)["mcp"]["weather"]["command"] == [sys.executable, *weather]
+    env = client_env(workdir["home"], OPENCODE_CONFIG_CONTENT=printed.stdout)
+    run = run_client(
+        netns,
+        [str(CLIENTS / "node_modules/.bin/opencode"), "mcp", "list"],
+        env=env,
+        cwd=workdir["project"],
+        timeout=60,
+    )
+    assert run.returncode == 0 and "weather" in run.stdout and "connected" in run.stdout, run.tail()

@@ -22,7 +22,8 @@ import pytest_asyncio
 from tests.support.processes import stop
 from tests.support.socket_server import free_port
 from tether.errors import ConfigError
-from tether.mcp import McpTools, parse_mcp_servers
+from tether.mcp import parse_mcp_servers
+from tether.mcp.tools import McpTools
 from tether.sandbox import PermissionPolicy, SandboxConfig, ToolBox
 from tether.sandbox.bwrap import prepare
 

@@ -408,3 +408,41 @@ def test_the_server_launch_starts_keeps_prefixes_on_disk(home: Path, environ: di
     output = Output()
     assert output.run(options, {**environ, "TETHER_PREFIX_CACHE_DIR": "/elsewhere"}) == 0
     assert "--prefix-cache-dir" not in output.err  # the user's own setting stands
+
+
+def test_an_mcp_config_goes_into_each_clients_own_mcp_config(home: Path, environ: dict[str, str]) -> None:
+    from dataclasses import replace
+
+    from tether.mcp import parse_mcp_servers
+
+    servers = parse_mcp_servers(
+        {
+            "mcpServers": {
+                "fs": {"command": "npx", "args": ["-y", "server-filesystem", "/src"], "env": {"A": "1"}},
+                "search": {"url": "https://search.example/mcp", "headers": {"X-Key": "k"}},
+            }
+        }
+    )
+    target = replace(TARGET, mcp=servers)
+    oc_path = home / "opencode.json"
+    oc_path.write_text(json.dumps({"mcp": {"fs": {"type": "local", "command": ["mine"]}}}))
+    oc = json.loads(opencode.plan(target, oc_path, environ).files[0].after)["mcp"]
+    assert oc["fs"] == {"type": "local", "command": ["mine"]}  # the user's own entry of that name stays
+    assert oc["search"] == {
+        "type": "remote",
+        "url": "https://search.example/mcp",
+        "headers": {"X-Key": "k"},
+        "enabled": True,
+    }
+    cn = yaml.safe_load(continue_cli.plan(target, home / "config.yaml", environ).files[0].after)
+    assert cn["mcpServers"][0] == {
+        "name": "fs",
+        "command": "npx",
+        "args": ["-y", "server-filesystem", "/src"],
+        "env": {"A": "1"},
+    }
+    assert cn["mcpServers"][1]["type"] == "streamable-http"
+    argv = claude.plan(target, home / "claude.json", environ).argv
+    assert argv[-2] == "--mcp-config" and set(json.loads(argv[-1])["mcpServers"]) == {"fs", "search"}
+    with pytest.raises(ConfigError, match="aider has no MCP client"):
+        aider.plan(target, None, environ)

@@ -106,6 +106,11 @@ def _settings(path: Path, target: Target) -> FileChange:
 
 
 def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:
+    if target.mcp:
+        raise ConfigError(
+            "aider has no MCP client; run the servers in tether instead: "
+            "tether serve --mcp-config FILE --work-dir DIR (docs/mcp.md)"
+        )
     conf = config_path or home_dir(environ) / CONF
     metadata, settings = conf.parent / METADATA, conf.parent / SETTINGS
     files = (

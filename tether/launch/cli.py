@@ -46,6 +46,10 @@ def launch_command(
         str | None,
         typer.Option(help="Start this instead of `tether serve` ({host} and {port} are filled in)."),
     ] = None,
+    mcp_config: Annotated[
+        Path | None,
+        typer.Option(help="An mcpServers JSON file, written into the client's own MCP config (not aider's)."),
+    ] = None,
 ) -> None:
     """Start (or reuse) a tether server, point a coding client's config at it, and run the client.
 
@@ -67,6 +71,7 @@ def launch_command(
         no_start=no_start,
         server_command=server_command,
         client_args=tuple(client_args or ()),
+        mcp_config=mcp_config,
     )
     try:
         code = launch(options, out=typer.echo, say=lambda text: typer.echo(text, err=True))

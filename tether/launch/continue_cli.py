@@ -26,6 +26,7 @@ from tether.launch.plan import (
     load_yaml_mapping,
     reply_tokens,
 )
+from tether.mcp.config import McpServerSpec
 
 __all__ = ["MODEL_NAME", "SMALL_EXCLUDE", "default_path", "merge", "plan"]
 
@@ -62,7 +63,25 @@ def merge(config: dict[str, Any], target: Target, where: Path) -> dict[str, Any]
     }
     kept = [m for m in models if not (isinstance(m, dict) and m.get("name") == MODEL_NAME)]
     out["models"] = [entry, *kept]
+    if target.mcp:
+        servers = out.get("mcpServers") or []
+        if not isinstance(servers, list):
+            raise ConfigError(f"{where}: 'mcpServers' is a {type(servers).__name__}, expected a list")
+        named = {s.get("name") for s in servers if isinstance(s, dict)}
+        out["mcpServers"] = [*servers, *(_mcp_entry(s) for s in target.mcp if s.name not in named)]
     return out
+
+
+def _mcp_entry(spec: McpServerSpec) -> dict[str, Any]:
+    """One server in cn's own shape (an entry of ``mcpServers``)."""
+    if spec.transport == "http":
+        return {
+            "name": spec.name,
+            "type": "streamable-http",
+            "url": spec.url,
+            "requestOptions": {"headers": dict(spec.headers)},
+        }
+    return {"name": spec.name, "command": spec.command, "args": list(spec.args), "env": dict(spec.env)}
 
 
 def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -> ClientPlan:

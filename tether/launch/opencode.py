@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.launch.plan import ClientPlan, Target, home_dir, json_change, mapping_at, reply_tokens
+from tether.mcp.config import McpServerSpec
 
 __all__ = ["PROVIDER", "SMALL_DENY", "SMALL_STEPS", "default_path", "merge", "plan"]
 
@@ -48,9 +49,24 @@ def merge(config: dict[str, Any], target: Target, where: Path) -> dict[str, Any]
     model["name"] = target.model
     model["limit"] = {"context": target.n_ctx, "output": reply_tokens(target.n_ctx)}
     out["model"] = out["small_model"] = f"{PROVIDER}/{target.model}"
+    servers = mapping_at(out, "mcp", where) if target.mcp else {}
+    for spec in target.mcp:  # an entry of the user's own of that name stays
+        servers.setdefault(spec.name, _mcp_entry(spec))
     if target.small:
         _small_profile(out, where)
     return out
+
+
+def _mcp_entry(spec: McpServerSpec) -> dict[str, Any]:
+    """One server in opencode's own shape (``mcp.NAME``)."""
+    if spec.transport == "http":
+        return {"type": "remote", "url": spec.url, "headers": dict(spec.headers), "enabled": True}
+    return {
+        "type": "local",
+        "command": [spec.command, *spec.args],
+        "environment": dict(spec.env),
+        "enabled": True,
+    }
 
 
 def _small_profile(out: dict[str, Any], where: Path) -> None:

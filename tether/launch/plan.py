@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from tether.errors import ConfigError
+from tether.mcp.config import McpServerSpec
 
 __all__ = [
     "SMALL_WINDOW",
@@ -50,6 +51,8 @@ class Target:
     model: str  # a name the server answers to
     n_ctx: int  # its context window in tokens
     api_key: str  # "unused" when the server has no key (clients insist on sending one)
+    # The MCP servers of launch's --mcp-config, written into the client's own config (docs/mcp.md).
+    mcp: tuple[McpServerSpec, ...] = ()
 
     @property
     def openai_base(self) -> str:

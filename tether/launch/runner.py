@@ -32,6 +32,7 @@ from tether.launch.server import (
     start,
     stop,
 )
+from tether.mcp.config import load_mcp_config
 
 __all__ = ["CLIENTS", "LaunchOptions", "apply", "backup_path", "launch", "planner"]
 
@@ -72,6 +73,7 @@ class LaunchOptions:
     server_command: str | None = None  # replaces ``tether serve …``; ``{host}``/``{port}`` filled in
     client_args: tuple[str, ...] = ()
     start_timeout: float = 300.0
+    mcp_config: Path | None = None  # an mcpServers file, written into the client's own config
 
 
 def planner(client: str) -> Planner:
@@ -227,7 +229,8 @@ def launch(options: LaunchOptions, *, out: Echo, say: Echo, environ: Mapping[str
     base = client_base(options.host, options.port)
     served, proc = _server(options, base, environ, say)
     try:
-        target = Target(base, served.model, served.n_ctx, options.api_key or "unused")
+        mcp = load_mcp_config(options.mcp_config) if options.mcp_config else ()
+        target = Target(base, served.model, served.n_ctx, options.api_key or "unused", mcp)
         plan = plan_client(target, options.config_path, environ)
         if options.dry_run or binary is None:
             _show(plan, out, say)

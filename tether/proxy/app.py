@@ -120,7 +120,7 @@ def create_app(
         regenerator=regenerator,
         stats=stats,
         on_generation=recorder.generation,
-        tool_view=ToolView(semantic=semantic, model=decision),
+        tool_view=ToolView(share=config.tool_view_share, semantic=semantic, model=decision),
     )
     core: ChatCore = (
         ChatCore(scheduler, fmt, options)

@@ -93,3 +93,27 @@ def test_the_next_task_keeps_the_tools_block_while_its_best_tool_is_shown_in_ful
     assert "tool_1" in full_names(hotels) and hotels != first
     fresh = ToolView(share=0.25, keep=2).shown((Message("user", "Find hotel rooms in Paris."),), TOOLS, 1024)
     assert hotels == fresh  # a new choice is the choice a fresh view makes
+
+
+async def test_the_share_is_a_server_setting() -> None:
+    import httpx
+
+    from tether.config import Settings
+    from tether.engine.scheduler import Scheduler
+    from tether.engine.scripted import ScriptedEngine
+    from tether.proxy.app import create_app
+
+    tools = [tool(f"{t.name}_{i}", t.description.split(".")[0]) for i in range(3) for t in TOOLS]
+    seen = {}
+    for share in (0.05, 0.0):  # a scripted token is a byte: the window must hold the tools in full
+        engine = ScriptedEngine(["It is sunny."], n_ctx=32768)
+        app = create_app(Settings(tool_view_share=share).to_config(), Scheduler([engine]))
+        body = {
+            "model": "scripted",
+            "messages": [{"role": "user", "content": ASK[0].content}],
+            "tools": [t.to_openai() for t in tools],
+        }
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+        seen[share] = engine.prompts[0].count(LONG.strip())
+    assert seen[0.0] == len(tools) > seen[0.05]  # 0: every tool in full; a small share shortens the crowd
