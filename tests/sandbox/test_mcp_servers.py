@@ -200,3 +200,58 @@ def test_a_command_that_is_not_there_fails_the_start(tmp_path: Path) -> None:
     specs = parse_mcp_servers({"mcpServers": {"gone": {"command": "no-such-mcp-server-here"}}})
     with pytest.raises(ConfigError, match=r"'gone'.*not found"):
         McpTools(specs, work_dir=tmp_path, plan=prepare(SandboxConfig(work_dir=tmp_path)), result_chars=100)
+
+
+async def test_a_banner_at_start_is_not_a_failure_and_a_mute_server_is_restarted(tmp_path: Path) -> None:
+    servers = {
+        "loud": _test_server(args=[SERVER, "--banner"]),
+        "mute": _test_server(args=[SERVER, "--mute"], timeout=2),
+    }
+    source, box = await _started(tmp_path, servers)
+    try:
+        assert (await box.call("loud_add", {"a": 1, "b": 2})).content == "3"
+        state = source.snapshot()["mcp"]
+        assert state["loud"]["restarts"] == 0
+        assert state["mute"]["state"] != "ready" and "did not start within 2 s" in state["mute"]["last_error"]
+        assert state["mute"]["restarts"] >= 1  # tried again, not stuck in its first handshake
+    finally:
+        await source.close()
+
+
+async def test_the_entrys_env_reaches_the_server_and_not_a_command_line(tmp_path: Path) -> None:
+    from tether.mcp.launch import server_command
+
+    secret = {"MCP_TEST_TOKEN": "tok-5f0c1e"}
+    specs = parse_mcp_servers({"mcpServers": {"test": _test_server(env=secret)}})
+    command = server_command(specs[0], prepare(SandboxConfig(work_dir=tmp_path)), tmp_path)
+    assert not any("tok-5f0c1e" in arg for arg in command.argv)
+    assert command.env["HOME"] == "/tmp" and command.env["USER"] == "nobody"
+    source, box = await _started(tmp_path, {"test": _test_server(env=secret)})
+    try:
+        assert (await box.call("test_read_env", {"name": "MCP_TEST_TOKEN"})).content == "tok-5f0c1e"
+        assert (await box.call("test_read_env", {"name": "SSH_AUTH_SOCK"})).content == "(unset)"
+    finally:
+        await source.close()
+
+
+def test_paths_the_sandbox_must_not_show_are_refused(tmp_path: Path) -> None:
+    from tether.mcp.launch import server_command
+
+    plan = prepare(SandboxConfig(work_dir=tmp_path))
+    (tmp_path / "out").symlink_to("/etc")
+    for entry, said in (
+        ({"readOnlyPaths": ["/"]}, "cannot be shown"),
+        ({"readOnlyPaths": [str(Path.home())]}, "cannot be shown"),
+        ({"args": [SERVER, "/dev/null"]}, "cannot be shown"),
+        ({"args": [SERVER, str(tmp_path / "out")]}, "links out of it"),
+    ):
+        (spec,) = parse_mcp_servers({"mcpServers": {"test": _test_server(**entry)}})
+        with pytest.raises(ConfigError, match=said):
+            server_command(spec, plan, tmp_path)
+    (spec,) = parse_mcp_servers({"mcpServers": {"test": _test_server(args=[SERVER, str(tmp_path)])}})
+    argv = server_command(spec, plan, tmp_path).argv
+    assert argv[-1] == "/workspace"  # the work dir, as the server sees it
+    binds = {
+        argv[k + 1] for k in range(len(argv) - 2) if argv[k] == "--ro-bind" and argv[k + 1] == argv[k + 2]
+    }
+    assert SERVER in binds and str(Path(SERVER).parent) not in binds  # the file, not its folder

@@ -228,3 +228,28 @@ def test_crashing_custom_tool_becomes_error_result() -> None:
     assert logs[0]["event"] == "tool_call_crashed"
     with pytest.raises(ValueError, match="already registered"):
         box.register(tool)
+
+
+def test_a_group_of_tools_with_broken_schemas_keeps_the_good_ones_and_never_raises() -> None:
+    async def ok(args: dict[str, Any]) -> ToolResult:
+        return ToolResult("ran")
+
+    def tool(name: str, parameters: dict[str, Any]) -> Tool:
+        return Tool(name=name, description="d", parameters=parameters, kind="read", handler=ok)
+
+    box = ToolBox([tool("builtin", {"type": "object"})])
+    problems = box.replace_group(
+        "mcp:x",
+        [
+            tool("x_good", {"type": "object"}),
+            tool("x_bad_meta", {"type": "object", "$schema": {}}),
+            tool("x_dangling", {"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}),
+            tool("builtin", {"type": "object"}),  # a name another tool has
+        ],
+    )
+    assert [p.split(":")[0] for p in problems] == ["x_bad_meta", "builtin"]
+    assert asyncio.run(box.call("x_good", {})).content == "ran"
+    dangling = asyncio.run(box.call("x_dangling", {"a": 1}))
+    assert dangling.is_error and "schema cannot be checked" in dangling.content
+    assert box.replace_group("mcp:x", [tool("x_new", {"type": "object"})]) == []
+    assert sorted(box.names()) == ["builtin", "x_new"]  # the group's old tools are gone, the others stay

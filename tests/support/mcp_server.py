@@ -5,6 +5,8 @@ files outside its work dir).
     python tests/support/mcp_server.py                 # stdio
     python tests/support/mcp_server.py --http PORT     # streamable HTTP on 127.0.0.1:PORT/mcp
     python tests/support/mcp_server.py --only add,hang # only these tools
+    python tests/support/mcp_server.py --banner        # print a line that is not JSON-RPC first
+    python tests/support/mcp_server.py --mute          # never answer, not even the handshake
 
 It imports only the SDK, so it runs inside the sandbox with the virtualenv mounted read-only.
 """
@@ -64,6 +66,12 @@ def reach_network(host: str, port: int) -> str:
     except OSError as exc:
         return f"no network: {exc}"
     return "connected"
+
+
+@server.tool(annotations=READ_ONLY)
+def read_env(name: str) -> str:
+    """The value of an environment variable, or '(unset)'."""
+    return os.environ.get(name, "(unset)")
 
 
 @server.tool(annotations=READ_ONLY)
@@ -139,6 +147,10 @@ if __name__ == "__main__":
         keep = set(args[args.index("--only") + 1].split(","))
         for name in {t.name for t in server._tool_manager.list_tools()} - keep:
             server.remove_tool(name)
+    if "--banner" in args:
+        os.write(1, b"test server starting\n")  # before the SDK takes stdout: a stray line
+    if "--mute" in args:
+        time.sleep(3600)
     if "--http" in args:
         server.run("streamable-http", host="127.0.0.1", port=int(args[args.index("--http") + 1]))
     else:

@@ -8,20 +8,20 @@ cascade (its hits are returned as ``candidates``), and the result is always one 
 
 1. ``exact``: the name is offered.
 2. ``case``: exactly one offered name equals it ignoring case.
-3. ``namespace``: one namespace prefix (``functions.``, ``functions__``, ``tools.``,
+3. ``declared``: the name, ignoring case, is one of the ``aliases`` a tool declares (an MCP tool's
+   own name, ``mcp__server__tool``, ``server.tool``): the whole name, so ``mcp__git__write_file``
+   never reaches another server's ``write_file``; one offered tool must declare it.
+4. ``namespace``: one namespace prefix (``functions.``, ``functions__``, ``tools.``,
    ``tools__``, ``tool.``, ``tool__``, ``default_api.``, ``mcp__<server>__``) is
    stripped from the written name, or from the offered names (the model dropped an
    MCP prefix), then exact and then case-insensitive matching are retried.
-4. ``declared``: the name (or it without a namespace prefix), ignoring case, is one of the
-   ``aliases`` a tool declares (an MCP tool's own name, ``mcp__server__tool``,
-   ``server.tool``); one offered tool must declare it.
 5. ``squash``: lowercase with ``_-. `` removed: ``WriteFile``, ``write-file`` and
    ``write file`` all match ``write_file``.
 6. ``alias``: the closed table of :mod:`tether.guardrails.aliases`; the first
    canonical target that is offered wins.
 7. ``split``: the name holds other text as well (``functions.read_file:0``,
    ``to=read_file``, ``read_file(path="a")``): it is split at characters that
-   cannot be part of a tool name and each piece is tried with stages 1-3; exactly
+   cannot be part of a tool name and each piece is tried with stages 1-4; exactly
    one distinct offered hit resolves it.
 
 Stages 5-7 work on the name with its namespace prefix stripped, if it had one.
@@ -112,14 +112,19 @@ def _namespace_hits(name: str, offered: Sequence[str]) -> tuple[str, ...]:
     return _unique(offered, lambda o: any(w.lower() == f.lower() for w, f in pairs(o)))
 
 
-def _direct(name: str, offered: Sequence[str]) -> tuple[tuple[str, ...], ResolutionMethod]:
-    """Stages 1-3 for one name: the hits of the first stage that has any."""
+def _direct(
+    name: str, offered: Sequence[str], aliases: Mapping[str, str]
+) -> tuple[tuple[str, ...], ResolutionMethod]:
+    """Stages 1-4 for one name: the hits of the first stage that has any."""
     if name in offered:
         return (name,), "exact"
     lowered = name.lower()
     hits = _unique(offered, lambda o: o.lower() == lowered)
     if hits:
         return hits, "case"
+    declared = aliases.get(lowered)
+    if declared is not None and declared in offered:  # before any prefix is stripped: the server counts
+        return (declared,), "declared"
     return _namespace_hits(name, offered), "namespace"
 
 
@@ -131,20 +136,15 @@ def _alias_hits(base: str, offered: Sequence[str]) -> tuple[str, ...]:
     return ()
 
 
-def _split_hits(name: str, offered: Sequence[str]) -> tuple[str, ...]:
+def _split_hits(name: str, offered: Sequence[str], aliases: Mapping[str, str]) -> tuple[str, ...]:
     pieces = [p for p in _NOT_NAME.split(name) if p]
     if pieces == [name]:
         return ()
     found: list[str] = []
     for piece in pieces:
-        hits, _ = _direct(piece, offered)
+        hits, _ = _direct(piece, offered, aliases)
         found.extend(hits)
     return tuple(dict.fromkeys(found))
-
-
-def _declared_hits(name: str, offered: Sequence[str], aliases: Mapping[str, str]) -> tuple[str, ...]:
-    written = {form.lower() for form in _forms(name)}
-    return _unique(offered, lambda o: any(aliases.get(w) == o for w in written))
 
 
 def resolve_name(name: str, offered: Sequence[str], aliases: Mapping[str, str] | None = None) -> Resolution:
@@ -156,7 +156,7 @@ def resolve_name(name: str, offered: Sequence[str], aliases: Mapping[str, str] |
     name = name.strip()
     if not name or not offered:
         return Resolution(None)
-    hits, method = _direct(name, offered)
+    hits, method = _direct(name, offered, aliases or {})
     if len(hits) == 1:
         return Resolution(hits[0], method)
     if hits:
@@ -164,10 +164,9 @@ def resolve_name(name: str, offered: Sequence[str], aliases: Mapping[str, str] |
     base = strip_namespace(name) or name
     key = squash(base)
     stages: tuple[tuple[ResolutionMethod, Callable[[], tuple[str, ...]]], ...] = (
-        ("declared", lambda: _declared_hits(name, offered, aliases or {})),
         ("squash", lambda: _unique(offered, lambda o: key != "" and key in map(squash, _forms(o)))),
         ("alias", lambda: _alias_hits(base, offered)),
-        ("split", lambda: _split_hits(name, offered)),
+        ("split", lambda: _split_hits(name, offered, aliases or {})),
     )
     for stage, find in stages:
         hits = find()

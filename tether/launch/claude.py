@@ -10,13 +10,11 @@ a real Anthropic key is never sent to tether. Keys already in the file are kept.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tether.launch.plan import ClientPlan, Target, home_dir, json_change, mapping_at
-from tether.mcp.config import McpServerSpec
 
 __all__ = ["default_path", "env_for", "plan"]
 
@@ -55,12 +53,6 @@ def plan(target: Target, config_path: Path | None, environ: Mapping[str, str]) -
     variables = env_for(target)
     change = json_change(path, lambda settings: _with_env(settings, variables, path))
     argv: tuple[str, ...] = ("claude", "--settings", str(path))
-    if target.mcp:  # Claude Code reads the mcpServers JSON itself
-        argv += ("--mcp-config", json.dumps({"mcpServers": {s.name: _mcp_entry(s) for s in target.mcp}}))
+    if target.mcp_file is not None:  # the file itself: its tokens stay off the command line
+        argv += ("--mcp-config", str(target.mcp_file))
     return ClientPlan("claude", (change,), argv, env=variables, unset=("ANTHROPIC_API_KEY",))
-
-
-def _mcp_entry(spec: McpServerSpec) -> dict[str, Any]:
-    if spec.transport == "http":
-        return {"type": "http", "url": spec.url, "headers": dict(spec.headers)}
-    return {"command": spec.command, "args": list(spec.args), "env": dict(spec.env)}

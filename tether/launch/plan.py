@@ -53,6 +53,7 @@ class Target:
     api_key: str  # "unused" when the server has no key (clients insist on sending one)
     # The MCP servers of launch's --mcp-config, written into the client's own config (docs/mcp.md).
     mcp: tuple[McpServerSpec, ...] = ()
+    mcp_file: Path | None = None  # the file they came from (Claude Code reads it itself)
 
     @property
     def openai_base(self) -> str:

@@ -230,7 +230,9 @@ def launch(options: LaunchOptions, *, out: Echo, say: Echo, environ: Mapping[str
     served, proc = _server(options, base, environ, say)
     try:
         mcp = load_mcp_config(options.mcp_config) if options.mcp_config else ()
-        target = Target(base, served.model, served.n_ctx, options.api_key or "unused", mcp)
+        target = Target(
+            base, served.model, served.n_ctx, options.api_key or "unused", mcp, options.mcp_config
+        )
         plan = plan_client(target, options.config_path, environ)
         if options.dry_run or binary is None:
             _show(plan, out, say)

@@ -33,7 +33,7 @@ __all__ = ["McpServerSpec", "load_mcp_config", "parse_mcp_servers", "read_mcp_co
 log = structlog.get_logger(__name__)
 
 _KNOWN = frozenset(
-    {"type", "command", "args", "env", "environment", "cwd", "url", "headers"}
+    {"type", "command", "args", "env", "environment", "url", "headers"}
     | {"network", "readOnlyPaths", "timeout", "disabled", "enabled"}
 )
 _SERVER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")
@@ -49,9 +49,9 @@ class McpServerSpec:
     transport: Literal["stdio", "http"]
     command: str = ""
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # tokens: never in a log line
     url: str = ""
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     network: bool = False
     read_only_paths: tuple[str, ...] = ()
     timeout_s: float = 60.0

@@ -48,9 +48,12 @@ class _Watched:
     """The transport's read stream, passed through; a parse error or the end is reported at once
     (the SDK logs a line it cannot parse at debug level and waits on)."""
 
-    def __init__(self, inner: Any, on_trouble: Callable[[str], None]) -> None:
+    def __init__(
+        self, inner: Any, on_trouble: Callable[[str], None], on_bad_line: Callable[[], None]
+    ) -> None:
         self._inner = inner
         self._trouble = on_trouble
+        self._bad_line = on_bad_line
 
     async def receive(self) -> Any:
         try:
@@ -59,7 +62,7 @@ class _Watched:
             self._trouble("its connection closed")
             raise
         if isinstance(item, Exception):
-            self._trouble("it wrote a line that is not JSON-RPC")
+            self._bad_line()
         return item
 
     def __aiter__(self) -> Self:
@@ -110,6 +113,7 @@ class McpConnection:
         self.restarts = 0
         self.calls = 0
         self.failed_calls = 0
+        self._pending = 0  # calls waiting for their answer
 
     def snapshot(self) -> dict[str, Any]:
         """What ``/health`` shows of the server."""
@@ -140,6 +144,14 @@ class McpConnection:
             with contextlib.suppress(BaseException):
                 await task
 
+    def _bad_line(self) -> None:
+        """A line that is not JSON-RPC: during a call, the answer it was waiting for is lost; between
+        calls (a banner a server prints at start) it is only logged, as the SDK does."""
+        if self._pending:
+            self._trouble("it wrote a line that is not JSON-RPC")
+        else:
+            log.info("mcp_server_stray_output", server=self.spec.name)
+
     def _trouble(self, why: str) -> None:
         if not self._down.is_set():
             self.last_error = why
@@ -148,15 +160,23 @@ class McpConnection:
     @asynccontextmanager
     async def _watched(self) -> AsyncIterator[tuple[Any, Any]]:
         async with self._transport() as (read, write):
-            yield _Watched(read, self._trouble), write
+            yield _Watched(read, self._trouble, self._bad_line), write
 
     async def _run(self) -> None:
         delay = _FIRST_DELAY_S
         while not self._closing:
             self._down = asyncio.Event()
             try:
-                async with Client(self._watched(), message_handler=self._on_message, cache=None) as client:
-                    tools = await _list_tools(client)
+                async with contextlib.AsyncExitStack() as stack:
+                    try:  # a server that never finishes its handshake is restarted like a hung one
+                        async with asyncio.timeout(self.spec.timeout_s):
+                            client = await stack.enter_async_context(
+                                Client(self._watched(), message_handler=self._on_message, cache=None)
+                            )
+                            tools = await _list_tools(client)
+                    except TimeoutError:
+                        self._trouble(f"it did not start within {self.spec.timeout_s:g} s")
+                        raise
                     self._client = client
                     self._on_tools(self, tools)
                     self.state, delay = "ready", _FIRST_DELAY_S
@@ -204,23 +224,31 @@ class McpConnection:
     async def _relist(self, client: Client) -> None:
         try:
             tools = await asyncio.wait_for(_list_tools(client), self.spec.timeout_s)
+            self._on_tools(self, tools)
         except Exception as exc:
             log.warning("mcp_tools_relist_failed", server=self.spec.name, error=_why(exc))
             return
         log.info("mcp_tools_changed", server=self.spec.name, tools=len(tools))
-        self._on_tools(self, tools)
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
         """Call ``tool``; every failure is an error result (see the module docstring)."""
         self.calls += 1
-        result = await self._call(tool, arguments)
+        self._pending += 1
+        try:
+            result = await self._call(tool, arguments)
+        finally:
+            self._pending -= 1
         self.failed_calls += result.is_error
         return result
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
         name, timeout = self.spec.name, self.spec.timeout_s
         deadline = time.monotonic() + _WAIT_FOR_RESTART_S
-        while (self._client is None or self._down.is_set()) and time.monotonic() < deadline:
+        while (
+            (self._client is None or self._down.is_set())
+            and time.monotonic() < deadline
+            and not self._closing
+        ):
             await asyncio.sleep(0.05)  # down, or (re)starting: it is usually back within a second
         client, down = self._client, self._down
         if client is None or down.is_set():

@@ -1,8 +1,15 @@
 """How a stdio MCP server is started: inside bubblewrap, like the built-in tools.
 
-The server sees a read-only root, the work dir (read-write, at ``/workspace``), its own install and
-the paths its entry lists (read-only), a private ``/tmp``, and no network unless the entry grants it.
-Arguments that name the work dir, or a path inside it, are rewritten to where it appears inside.
+The server sees a read-only root, the work dir (read-write, at ``/workspace``), a private ``/tmp``,
+and no network unless the entry grants it. Read-only, it also sees its install (a virtualenv or
+``node_modules`` the command lives in, else the command file alone), each file or directory its
+arguments name, and its entry's ``readOnlyPaths``; never the host's ``/``, ``/dev``, ``/proc``,
+``/sys``, ``/tmp``, nor ``$HOME`` itself or a directory above it. Arguments that name the work dir,
+or a path inside it, are rewritten to where it appears inside.
+
+The command line is fixed when the server is configured, before any tool has run: a link the model
+later makes in the work dir cannot widen what a restarted server sees. Its environment reaches the
+sandbox through bwrap's own environment, not its command line, which other users can read.
 rlimits bound memory, files and processes; a server's CPU time is a daemon's, so it is not bounded
 per call (a call that hangs ends at the entry's ``timeout``, and the server is restarted).
 """
@@ -11,14 +18,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.errors import ConfigError
 from tether.mcp.config import McpServerSpec
-from tether.sandbox.bwrap import SandboxPlan, bwrap_argv, rlimit_prefix
+from tether.sandbox.bwrap import SandboxPlan, bwrap_argv, rlimit_prefix, sandbox_env
 from tether.sandbox.config import WORKSPACE, Limits, SandboxConfig
 
-__all__ = ["SERVER_LIMITS", "server_argv"]
+__all__ = ["SERVER_LIMITS", "ServerCommand", "server_command"]
 
 #: A long-lived server's limits: V8 and CPython reserve address space freely, and a daemon's CPU
 #: time adds up over hours.
@@ -31,37 +39,50 @@ SERVER_LIMITS = Limits(
     max_open_files=1024,
 )
 
-_VISIBLE = ("/usr/", "/bin/", "/lib", "/sbin/", "/etc/")
+_SHOWN = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # the sandbox has these
+_NEVER = ("/dev", "/proc", "/sys", "/tmp", "/run", "/var/run")
 
 
-def server_argv(
-    server: McpServerSpec, plan: SandboxPlan, work_dir: Path, *, procs_file: str | None = None
-) -> list[str]:
-    """The whole argv that starts ``server`` in its sandbox; ConfigError when its command is not found.
-    ``procs_file``: the pids cgroup the server joins before bwrap starts (where the plan has one)."""
+@dataclass(frozen=True)
+class ServerCommand:
+    """A stdio server's sandboxed command: ``argv`` (without the cgroup wrapper) and ``env``, the
+    environment bwrap passes into the sandbox."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(repr=False)
+
+    def joining(self, procs_file: str | None) -> list[str]:
+        """The argv, first joining the pids cgroup of ``procs_file`` where the host has one."""
+        join = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs_file] if procs_file else []
+        return [*join, *self.argv]
+
+
+def server_command(server: McpServerSpec, plan: SandboxPlan, work_dir: Path) -> ServerCommand:
+    """``server``'s command in its sandbox; ConfigError when its command or a path is not usable."""
     command = _resolve(server.command, server.name)
-    args = [_inside(a, work_dir) for a in server.args]
-    binds = dict.fromkeys(
-        [
-            *_install_of(command),
-            *(_readable(a) for a in server.args if _readable(a) and not _under(Path(a), work_dir)),
-            *(str(Path(p).expanduser().resolve()) for p in server.read_only_paths),
-        ]
-    )
-    for path in binds:
+    args = [_inside(a, work_dir, server.name) for a in server.args]
+    wanted = [*_install_of(command), *(_named(a, work_dir) for a in server.args)]
+    wanted += [str(Path(p).expanduser().resolve()) for p in server.read_only_paths]
+    binds: list[str] = []
+    for path in dict.fromkeys(p for p in wanted if p):
         if not os.path.exists(path):
             raise ConfigError(f"MCP server {server.name!r}: readOnlyPaths entry {path!r} does not exist")
-    config = SandboxConfig(
-        work_dir=work_dir, limits=SERVER_LIMITS, ro_binds=tuple(p for p in binds if p), env=server.env
-    )
-    join = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs_file] if procs_file else []
-    return [
-        *join,
-        *bwrap_argv(plan, config, status_fd=None, network=server.network),
+        if _refused(path):
+            raise ConfigError(
+                f"MCP server {server.name!r}: {path!r} cannot be shown to the server (the host's root, "
+                "/dev, /proc, /sys, /tmp, or your home directory or above it); name a directory inside it"
+            )
+        binds.append(path)
+    config = SandboxConfig(work_dir=work_dir, limits=SERVER_LIMITS, ro_binds=tuple(binds))
+    argv = (
+        *bwrap_argv(plan, config, status_fd=None, network=server.network, inherit_env=True),
         *rlimit_prefix(plan.prlimit, SERVER_LIMITS, nproc=plan.pids == "rlimit"),
         command,
         *args,
-    ]
+    )
+    # The SDK adds the host's USER, LOGNAME and SHELL to what it is given: neutral ones instead.
+    neutral = {"USER": "nobody", "LOGNAME": "nobody", "SHELL": "/bin/sh"}
+    return ServerCommand(argv, {**sandbox_env(config, home="/tmp"), **neutral, **server.env})
 
 
 def _resolve(command: str, name: str) -> str:
@@ -71,38 +92,53 @@ def _resolve(command: str, name: str) -> str:
     return os.path.abspath(found)
 
 
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == root or path.startswith(root + "/") for root in roots)
+
+
+def _refused(path: str) -> bool:
+    home = os.path.realpath(os.path.expanduser("~"))
+    return path == "/" or _under(path, _NEVER) or home == path or home.startswith(path.rstrip("/") + "/")
+
+
 def _install_of(command: str) -> list[str]:
-    """The directories a command's install lives in, where the sandbox would not see them: a ``bin``
-    or ``.bin`` directory's parent (a virtualenv, ``node_modules``), else the command's own directory;
-    for the command as written and for the file its links end at (a virtualenv's interpreter)."""
+    """What a command needs from its install, for the command as written and for the file its
+    links end at (a virtualenv's interpreter): a virtualenv (``pyvenv.cfg``), a ``node_modules``
+    tree or an interpreter's prefix (``bin`` beside ``lib``) whole; else the command file alone."""
     found = []
     for path in dict.fromkeys((command, os.path.realpath(command))):
-        if path.startswith(_VISIBLE):
+        if _under(path, _SHOWN):
             continue
         parent = Path(path).parent
-        found.append(str(parent.parent if parent.name in ("bin", ".bin") else parent))
+        prefix = parent.parent
+        if (parent.name == ".bin" and prefix.name == "node_modules") or (
+            parent.name == "bin" and ((prefix / "pyvenv.cfg").exists() or (prefix / "lib").is_dir())
+        ):
+            found.append(str(prefix))
+        else:
+            found.append(path)
     return found
 
 
-def _readable(arg: str) -> str:
-    """An absolute path argument that exists: the directory to show (a file's is its parent)."""
-    if not os.path.isabs(arg) or arg.startswith(_VISIBLE) or not os.path.exists(arg):
+def _named(arg: str, work_dir: Path) -> str:
+    """An absolute path argument outside the work dir that exists: that file or directory."""
+    if not os.path.isabs(arg) or _under(os.path.abspath(arg), _SHOWN) or not os.path.exists(arg):
         return ""
-    path = Path(arg).resolve()
-    return str(path if path.is_dir() else path.parent)
+    path = os.path.realpath(arg)
+    return "" if _under(path, (str(work_dir),)) else path
 
 
-def _under(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root)
-    except (ValueError, OSError):
-        return False
-    return True
-
-
-def _inside(arg: str, work_dir: Path) -> str:
-    """``arg`` as the server sees it: a path in the work dir moves to ``/workspace``."""
-    if not os.path.isabs(arg) or not _under(Path(arg), work_dir):
+def _inside(arg: str, work_dir: Path, name: str) -> str:
+    """``arg`` as the server sees it: a path in the work dir moves to ``/workspace``. One written
+    inside the work dir that leads out of it through a link is refused."""
+    if not os.path.isabs(arg):
         return arg
-    rest = Path(arg).resolve().relative_to(work_dir)
-    return WORKSPACE if str(rest) == "." else f"{WORKSPACE}/{rest}"
+    written = os.path.abspath(arg)
+    resolved = os.path.realpath(arg)
+    root = str(work_dir)
+    if not _under(written, (root,)) and not _under(resolved, (root,)):
+        return arg
+    if not _under(resolved, (root,)):
+        raise ConfigError(f"MCP server {name!r}: argument {arg!r} is in the work dir but links out of it")
+    rest = os.path.relpath(resolved, root)
+    return WORKSPACE if rest == "." else f"{WORKSPACE}/{rest}"

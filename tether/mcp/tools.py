@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tether.mcp.config import McpServerSpec, tool_name
 from tether.mcp.connection import McpConnection
-from tether.mcp.launch import SERVER_LIMITS, server_argv
+from tether.mcp.launch import SERVER_LIMITS, ServerCommand, server_command
 from tether.sandbox.bwrap import SandboxPlan
 from tether.sandbox.permissions import ToolKind
 from tether.sandbox.toolbox import Tool, ToolBox
@@ -79,11 +79,13 @@ class McpTools:
         self.startup_wait_s = startup_wait_s
         self.connections: list[McpConnection] = []
         self._toolbox: ToolBox | None = None
+        # Fixed now, before any tool runs (tether.mcp.launch); a bad command or path fails the start.
+        self._commands: dict[str, ServerCommand] = {}
         for spec in self.specs:
             if spec.transport == "stdio":
                 if plan is None:
                     raise ValueError("stdio MCP servers need a sandbox plan")
-                server_argv(spec, plan, work_dir)  # a missing command or path fails the start, not a call
+                self._commands[spec.name] = server_command(spec, plan, work_dir)
 
     async def start(self, toolbox: ToolBox) -> None:
         self._toolbox = toolbox
@@ -115,7 +117,7 @@ class McpTools:
         if spec.transport == "http":
             return partial(_http, spec)
         assert self.plan is not None
-        return partial(_sandboxed, spec, self.plan, self.work_dir)
+        return partial(_sandboxed, self._commands[spec.name], self.plan)
 
 
 @asynccontextmanager
@@ -130,17 +132,15 @@ async def _http(spec: McpServerSpec) -> AsyncIterator[tuple[Any, Any]]:
 
 
 @asynccontextmanager
-async def _sandboxed(
-    spec: McpServerSpec, plan: SandboxPlan, work_dir: Path
-) -> AsyncIterator[tuple[Any, Any]]:
+async def _sandboxed(command: ServerCommand, plan: SandboxPlan) -> AsyncIterator[tuple[Any, Any]]:
     """The server's process in bubblewrap, in a pids cgroup of its own where the host has one."""
     cgroup = None
     if plan.controller is not None and SERVER_LIMITS.max_processes is not None:
         cgroup = plan.controller.create(SERVER_LIMITS.max_processes + 2)  # + bwrap's monitor and init
-    argv = server_argv(spec, plan, work_dir, procs_file=str(cgroup.procs_file) if cgroup else None)
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env={"PATH": "/usr/bin:/bin"})
-    transport: AbstractAsyncContextManager[Any] = stdio_client(params, errlog=sys.stderr)
     try:
+        argv = command.joining(str(cgroup.procs_file) if cgroup else None)
+        params = StdioServerParameters(command=argv[0], args=argv[1:], env=command.env)
+        transport: AbstractAsyncContextManager[Any] = stdio_client(params, errlog=sys.stderr)
         async with transport as streams:
             yield streams
     finally:

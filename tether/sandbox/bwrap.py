@@ -131,10 +131,18 @@ _NET_ETC = ("/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates"
 
 
 def bwrap_argv(
-    plan: SandboxPlan, config: SandboxConfig, *, status_fd: int | None, network: bool = False
+    plan: SandboxPlan,
+    config: SandboxConfig,
+    *,
+    status_fd: int | None,
+    network: bool = False,
+    inherit_env: bool = False,
 ) -> list[str]:
     """The bwrap command line up to (not including) the ``prlimit`` wrapper and the command.
-    ``network``: share the host's network (an MCP server its configuration grants it); else none."""
+    ``network``: share the host's network (an MCP server its configuration grants it); else none.
+    ``inherit_env``: the command gets bwrap's own environment, which the caller sets whole (values
+    on a command line are readable by every user: an MCP server's tokens go this way); else
+    :func:`sandbox_env`, set on the command line."""
     limits = config.limits
     argv = [
         plan.bwrap,
@@ -176,9 +184,11 @@ def bwrap_argv(
         argv += ["--ro-bind", path, path]
     for path in _NET_ETC if network else ():
         argv += ["--ro-bind-try", path, path]
-    argv += ["--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv"]
-    for key, value in sandbox_env(config, home="/tmp").items():
-        argv += ["--setenv", key, value]
+    argv += ["--remount-ro", "/", "--chdir", WORKSPACE]
+    if not inherit_env:
+        argv.append("--clearenv")
+        for key, value in sandbox_env(config, home="/tmp").items():
+            argv += ["--setenv", key, value]
     if status_fd is not None:
         argv += ["--json-status-fd", str(status_fd)]
     return argv

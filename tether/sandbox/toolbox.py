@@ -94,8 +94,8 @@ class ToolBox:
         for tool in tools:
             try:
                 self.register(tool)
-            except (ValueError, jsonschema.SchemaError) as exc:
-                problems.append(f"{tool.name}: {exc}".splitlines()[0])
+            except Exception as exc:  # a server's schema can be broken in any way
+                problems.append(f"{tool.name}: {type(exc).__name__}: {exc}".splitlines()[0][:300])
                 continue
             kept.append(tool.name)
         self._groups[group] = kept
@@ -124,7 +124,12 @@ class ToolBox:
         args = _parse_arguments(arguments)
         if isinstance(args, ToolResult):
             return args
-        errors = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
+        try:
+            errors = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
+        except Exception as exc:  # a schema that checks but cannot be applied (an unresolvable $ref)
+            return ToolResult(
+                f"{name}'s schema cannot be checked: {type(exc).__name__}: {exc}"[:500], is_error=True
+            )
         if errors:
             detail = "; ".join(_describe(e) for e in errors[:5])
             return ToolResult(f"invalid arguments for {name}: {detail}", is_error=True)

@@ -86,7 +86,6 @@ def test_declared_aliases_accepts_any_iterable() -> None:
         "git_status",
         "Git.Git_Status",
         "MCP__GIT__GIT_STATUS",
-        "functions.git_status",
         "  git_status  ",
     ],
 )
@@ -112,11 +111,26 @@ def test_alias_two_tools_declare_resolves_to_neither() -> None:
     assert resolution.method is None
 
 
-def test_an_ambiguous_alias_map_resolves_to_neither_and_lists_both() -> None:
-    # the written name and it without its MCP prefix point at different tools
-    aliases = {"mcp__a__run": "a_run", "run": "b_run"}
-    resolution = resolve_name("mcp__a__run", ["a_run", "b_run"], aliases)
-    assert resolution == Resolution(None, None, ("a_run", "b_run"))
+def test_an_alias_is_the_whole_name_so_a_server_prefix_is_never_crossed() -> None:
+    # the name with its MCP prefix stripped would be another server's alias: the prefix counts
+    tools = [
+        ToolSpec("fs_write_file", aliases=("write_file", "mcp__fs__write_file", "fs.write_file")),
+        ToolSpec("git_status", aliases=("status", "mcp__git__status", "git.status")),
+    ]
+    aliases = declared_aliases(tools)
+    offered = [t.name for t in tools]
+    assert resolve_name("mcp__git__write_file", offered, aliases).name is None
+    assert resolve_name("mcp__fs__status", offered, aliases).name is None
+    assert resolve_name("functions.write_file", offered, aliases).name is None
+    assert resolve_name("mcp__fs__write_file", offered, aliases) == Resolution("fs_write_file", "declared")
+
+
+def test_a_declared_alias_wins_over_a_builtin_of_the_bare_name() -> None:
+    tools = [ToolSpec("read_file"), ToolSpec("fs_read_file", aliases=("read_file", "mcp__fs__read_file"))]
+    aliases = declared_aliases(tools)  # the bare alias equals an offered name: dropped
+    offered = [t.name for t in tools]
+    assert resolve_name("mcp__fs__read_file", offered, aliases) == Resolution("fs_read_file", "declared")
+    assert resolve_name("read_file", offered, aliases) == Resolution("read_file", "exact")
 
 
 def test_alias_pointing_at_a_tool_not_offered_does_not_resolve() -> None:
