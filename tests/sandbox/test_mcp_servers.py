@@ -255,3 +255,16 @@ def test_paths_the_sandbox_must_not_show_are_refused(tmp_path: Path) -> None:
         argv[k + 1] for k in range(len(argv) - 2) if argv[k] == "--ro-bind" and argv[k + 1] == argv[k + 2]
     }
     assert SERVER in binds and str(Path(SERVER).parent) not in binds  # the file, not its folder
+
+
+def test_a_checkout_under_tmp_may_be_shown_but_not_tmp_itself(tmp_path: Path) -> None:
+    from tether.mcp.launch import server_command
+
+    plan = prepare(SandboxConfig(work_dir=tmp_path))
+    inside = tmp_path.parent / "checkout-under-tmp.py"
+    inside.write_text("")
+    (spec,) = parse_mcp_servers({"mcpServers": {"t": _test_server(readOnlyPaths=[str(inside)])}})
+    assert str(inside) in server_command(spec, plan, tmp_path).argv
+    (spec,) = parse_mcp_servers({"mcpServers": {"t": _test_server(readOnlyPaths=["/tmp"])}})
+    with pytest.raises(ConfigError, match="cannot be shown"):
+        server_command(spec, plan, tmp_path)

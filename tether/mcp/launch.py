@@ -3,8 +3,8 @@
 The server sees a read-only root, the work dir (read-write, at ``/workspace``), a private ``/tmp``,
 and no network unless the entry grants it. Read-only, it also sees its install (a virtualenv or
 ``node_modules`` the command lives in, else the command file alone), each file or directory its
-arguments name, and its entry's ``readOnlyPaths``; never the host's ``/``, ``/dev``, ``/proc``,
-``/sys``, ``/tmp``, nor ``$HOME`` itself or a directory above it. Arguments that name the work dir,
+arguments name, and its entry's ``readOnlyPaths``; never the host's ``/``, ``/tmp`` or ``/var``
+whole, anything in ``/dev``, ``/proc`` or ``/sys``, nor ``$HOME`` itself or a directory above it. Arguments that name the work dir,
 or a path inside it, are rewritten to where it appears inside.
 
 The command line is fixed when the server is configured, before any tool has run: a link the model
@@ -40,7 +40,8 @@ SERVER_LIMITS = Limits(
 )
 
 _SHOWN = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # the sandbox has these
-_NEVER = ("/dev", "/proc", "/sys", "/tmp", "/run", "/var/run")
+_NEVER_UNDER = ("/dev", "/proc", "/sys")  # nothing below these: the sandbox has its own
+_NEVER = ("/tmp", "/run", "/var", "/var/run", "/var/tmp")  # these whole (a checkout in /tmp is fine)
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def server_command(server: McpServerSpec, plan: SandboxPlan, work_dir: Path) -> 
         if _refused(path):
             raise ConfigError(
                 f"MCP server {server.name!r}: {path!r} cannot be shown to the server (the host's root, "
-                "/dev, /proc, /sys, /tmp, or your home directory or above it); name a directory inside it"
+                "/tmp or /var whole, /dev, /proc, /sys, or your home directory or above it); name a "
+                "directory inside it"
             )
         binds.append(path)
     config = SandboxConfig(work_dir=work_dir, limits=SERVER_LIMITS, ro_binds=tuple(binds))
@@ -98,7 +100,8 @@ def _under(path: str, roots: tuple[str, ...]) -> bool:
 
 def _refused(path: str) -> bool:
     home = os.path.realpath(os.path.expanduser("~"))
-    return path == "/" or _under(path, _NEVER) or home == path or home.startswith(path.rstrip("/") + "/")
+    above_home = home == path or home.startswith(path.rstrip("/") + "/")
+    return path == "/" or path in _NEVER or _under(path, _NEVER_UNDER) or above_home
 
 
 def _install_of(command: str) -> list[str]:
