@@ -46,10 +46,12 @@ def launch_command(server: Server, config: Path, *extra: str, client: str = "ope
     ]
 
 
-def dry_run(netns: Netns, server: Server, config: Path, client: str) -> subprocess.CompletedProcess[str]:
-    """``tether launch CLIENT --dry-run --no-start`` against ``server``; it must succeed."""
+def dry_run(
+    netns: Netns, server: Server, config: Path, client: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``tether launch CLIENT --dry-run --no-start EXTRA`` against ``server``; it must succeed."""
     printed = subprocess.run(
-        netns.wrap(launch_command(server, config, "--dry-run", client=client)),
+        netns.wrap(launch_command(server, config, "--dry-run", *extra, client=client)),
         capture_output=True,
         text=True,
         timeout=60,
@@ -115,15 +117,7 @@ def test_opencode_connects_to_the_mcp_servers_launch_writes(
     weather = [str(ROOT / "tests" / "support" / "mcp_server.py"), "--only", "get_weather"]
     mcp.write_text(json.dumps({"mcpServers": {"weather": {"command": sys.executable, "args": weather}}}))
     config = workdir["home"] / "opencode.json"
-    printed = subprocess.run(
-        netns.wrap(launch_command(server, config, "--dry-run", "--mcp-config", str(mcp))),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
-    assert printed.returncode == 0, printed.stderr
+    printed = dry_run(netns, server, config, "opencode", "--mcp-config", str(mcp))
     assert json.loads(printed.stdout)["mcp"]["weather"]["command"] == [sys.executable, *weather]
     env = client_env(workdir["home"], OPENCODE_CONFIG_CONTENT=printed.stdout)
     run = run_client(
