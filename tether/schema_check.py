@@ -16,6 +16,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, SchemaError
 
+from tether.caches import CacheFill, lru_fill
+
 __all__ = ["SchemaProblem", "schema_problem"]
 
 
@@ -34,6 +36,10 @@ def schema_problem(schema: Mapping[str, Any]) -> SchemaProblem | None:
     except (TypeError, ValueError):  # not plain JSON (a Python caller's schema): checked uncached
         return _check(dict(schema))
     return _checked(key)
+
+
+def cache_fill() -> dict[str, CacheFill]:
+    return {"schema_checks": lru_fill(_checked)}
 
 
 @lru_cache(maxsize=512)

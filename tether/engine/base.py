@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from tether.caches import CacheFill
 from tether.engine.llama_options import LlamaOptions
 
 if TYPE_CHECKING:
@@ -343,6 +344,10 @@ class ContextEngine(EngineBase):
 
     def compile(self, spec: OutputSpec, *, prompt_len: int) -> Constraint:
         return self.compiler.compile(spec, prompt_len=prompt_len)
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        """The constraint plans and masks kept for this vocabulary (``tether.caches``)."""
+        return self.compiler.provider.cache_fill()
 
     def _admit(self, run: Generation) -> Generation:
         from tether.engine.processors import chain, sampling_processors

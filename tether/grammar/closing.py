@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tether.caches import CacheFill, lru_fill
 from tether.grammar.automata import Automaton, State
 from tether.grammar.jsonvalue import JsonValue
 from tether.grammar.regex import RegexCompiler
@@ -86,6 +87,10 @@ class Closer:
 def _byte_regexes() -> RegexCompiler:
     """Schema automata over single bytes, for text no local vocabulary wrote (a remote engine's)."""
     return RegexCompiler(TokenVocab.from_pieces([bytes([b]) for b in range(256)], ()))
+
+
+def cache_fill() -> dict[str, CacheFill]:
+    return {"closing_automata": lru_fill(_value_automaton)}
 
 
 @lru_cache(maxsize=64)

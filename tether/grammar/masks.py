@@ -106,6 +106,11 @@ class MaskCache:
                 self._cache.popitem(last=False)
         return ids
 
+    def states(self) -> int:
+        """States held, at most ``max_states`` in each of the three maps."""
+        with self._lock:
+            return max(len(self._cache), len(self._masks), len(self._splits))
+
     def nbytes(self) -> int:
         """Bytes held by cached id arrays (both forms)."""
         total = sum(a.nbytes for a in self._cache.values())
@@ -172,6 +177,8 @@ class MaskCache:
                 found = (np.asarray(call, dtype=np.int32), np.asarray(answer, dtype=np.int32))
         with self._lock:
             self._splits[state] = found
+            if len(self._splits) > self.max_states:  # oldest first: dicts keep insertion order
+                del self._splits[next(iter(self._splits))]
         return found
 
     def mask(self, state: State) -> Mask:

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from tether.caches import CacheFill
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.masks import MaskCache
 from tether.grammar.plan import ConstraintPlan, build_plan, json_plan, name_choice_plan, value_automaton
@@ -110,6 +111,17 @@ class ConstraintProvider:
                 while len(self._plans) > self.max_plans:
                     self._plans.popitem(last=False)
         return hit
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        """Plans by tool set and schema, and the mask states they hold together."""
+        with self._lock:
+            masks = [m for _, m in self._plans.values()]
+        states = sum(m.states() for m in masks)
+        most = self.max_plans * max((m.max_states for m in masks), default=0)
+        return {
+            "constraint_plans": CacheFill(len(masks), self.max_plans),
+            "constraint_mask_states": CacheFill(states, most),
+        }
 
     def name_choice(self, names: Sequence[str], *, prompt_len: int) -> ToolConstraint:
         """Layer 2: the reply must be exactly one offered name."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from tether.caches import CacheFill, lru_fill
 from tether.errors import InvalidRequestError
 from tether.grammar.regex import schema_regex
 from tether.grammar.spec import JsonSpec
@@ -173,6 +174,10 @@ def reply_format(schema: Any, *, param: str, name: str = "response") -> ReplyFor
             param=param,
         )
     return ReplyFormat(schema, name)
+
+
+def cache_fill() -> dict[str, CacheFill]:
+    return {"structured_grammars": lru_fill(_grammar_size)}
 
 
 @lru_cache(maxsize=256)

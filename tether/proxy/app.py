@@ -114,13 +114,14 @@ def create_app(
 
     stats = GuardrailStats()
     recorder = Recorder(scheduler, stats)  # /metrics and /ui (docs/observability.md)
+    tool_view = ToolView(share=config.tool_view_share, semantic=semantic, model=decision)
     options = CoreOptions(
         default_max_tokens=config.default_max_tokens,
         reply_spec=reply_spec,
         regenerator=regenerator,
         stats=stats,
         on_generation=recorder.generation,
-        tool_view=ToolView(share=config.tool_view_share, semantic=semantic, model=decision),
+        tool_view=tool_view,
     )
     core: ChatCore = (
         ChatCore(scheduler, fmt, options)
@@ -175,6 +176,9 @@ def create_app(
         context_budget=budget,
         responses=ResponseStore(config.responses_store),
         embedder=embedder,
+    )
+    recorder.metrics.watch(
+        tool_view, semantic, embedder, app.state.tether.responses, sessions.backend, recorder.recent
     )
     app.include_router(openai_router)
     app.include_router(anthropic_router)

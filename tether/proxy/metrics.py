@@ -4,24 +4,39 @@ Each app owns a ``CollectorRegistry`` (several apps share a test process; nothin
 module-global default registry). Counters and histograms are fed by the app's
 :class:`tether.proxy.recorder.Recorder`; slots, queue depth, cancellations, preemptions and guard
 interventions are read live at scrape time from the scheduler and the core's ``GuardrailStats``,
-so they always agree with ``/health``.
+so they always agree with ``/health``. So are the process's figures (memory, descriptors, threads,
+asyncio tasks) and every bounded cache's fill beside its limit (``tether.caches``): what a soak
+run watches for leaks.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from fastapi import APIRouter, Request, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tether import schema_check
+from tether.caches import CacheFill, ReportsCaches
 from tether.engine.base import ReportsPrefixCache
 from tether.engine.scheduler import Scheduler
+from tether.grammar import closing, structured
 from tether.guardrails.interventions import KINDS, GuardrailStats
+from tether.selection import relevance
 
 if TYPE_CHECKING:
     from tether.proxy.recorder import Recorder
@@ -63,6 +78,7 @@ class _Live:
         self.scheduler = scheduler
         self.stats = stats
         self.in_flight = in_flight
+        self.caches: list[object] = []  # objects that may hold caches (``Metrics.watch``)
 
     def describe(self) -> Iterable[Metric]:
         return ()  # nothing to check at registration; the names are fixed below
@@ -87,6 +103,35 @@ class _Live:
         engine = self.scheduler.engines[0] if self.scheduler.engines else None
         if isinstance(engine, ReportsPrefixCache) and (cache := engine.prefix_cache_stats()) is not None:
             yield from _prefix_cache_metrics(cache)
+        yield GaugeMetricFamily("tether_threads", "Python threads alive.", value=threading.active_count())
+        try:
+            tasks = len(asyncio.all_tasks())
+        except RuntimeError:  # scraped off the event loop (a test reading the registry directly)
+            tasks = 0
+        yield GaugeMetricFamily("tether_asyncio_tasks", "asyncio tasks not yet done.", value=tasks)
+        yield from _cache_metrics(self.fills(engine))
+
+    def fills(self, engine: object) -> dict[str, CacheFill]:
+        """Every bounded cache's fill, by name."""
+        found: dict[str, CacheFill] = {}
+        for holder in (engine, *self.caches):
+            if isinstance(holder, ReportsCaches):
+                found.update(holder.cache_fill())
+        for module in (schema_check, closing, structured, relevance):
+            found.update(module.cache_fill())
+        return found
+
+
+def _cache_metrics(fills: dict[str, CacheFill]) -> Iterator[Metric]:
+    entries = GaugeMetricFamily("tether_cache_entries", "Entries held by each cache.", labels=["cache"])
+    capacity = GaugeMetricFamily(
+        "tether_cache_capacity", "The most entries each cache may hold.", labels=["cache"]
+    )
+    for name in sorted(fills):
+        entries.add_metric([name], fills[name].entries)
+        capacity.add_metric([name], fills[name].capacity)
+    yield entries
+    yield capacity
 
 
 def _prefix_cache_metrics(cache: dict[str, Any]) -> Iterator[Metric]:
@@ -152,7 +197,17 @@ class Metrics:
             ["tool", "outcome"],
             registry=r,
         )
-        r.register(_Live(scheduler, stats, in_flight))
+        self._live = _Live(scheduler, stats, in_flight)
+        r.register(self._live)
+        ProcessCollector(registry=r)  # process_resident_memory_bytes, process_open_fds, …
+
+    def watch(self, *holders: object) -> None:
+        """Report the caches of ``holders`` (those that implement ``ReportsCaches``)."""
+        self._live.caches.extend(h for h in holders if h is not None)
+
+    def fills(self) -> dict[str, CacheFill]:
+        engines = self._live.scheduler.engines
+        return self._live.fills(engines[0] if engines else None)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

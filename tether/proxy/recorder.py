@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.aio import closing_stream
+from tether.caches import CacheFill
 from tether.calls import ToolCall
 from tether.engine.scheduler import Scheduler
 from tether.guardrails.interventions import GuardrailStats, Intervention
@@ -143,6 +144,9 @@ class RecentTurns:
         self.in_flight = 0
         self.version = 0
         self._changed = asyncio.Event()
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        return {"dashboard_turns": CacheFill(len(self._ring), self._ring.maxlen or 0)}
 
     def add(self, trace: Trace) -> None:
         self._ring.append(trace)

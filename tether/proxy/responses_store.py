@@ -11,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from tether.caches import CacheFill
 from tether.chat import Message
 from tether.errors import ResponseNotFoundError
 
@@ -37,6 +38,9 @@ class ResponseStore:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        return {"responses": CacheFill(len(self._items), max(0, self.size))}
 
     def put(self, response_id: str, item: StoredResponse) -> None:
         if self.size <= 0:

@@ -22,6 +22,7 @@ from typing import Any
 
 from wordfreq import zipf_frequency
 
+from tether.caches import CacheFill, lru_fill
 from tether.grammar.formats.base import ToolSpec
 
 __all__ = [
@@ -73,6 +74,10 @@ def stem(word: str) -> str:
     if len(w) > 4 and w.endswith("e"):
         w = w[:-1]
     return w
+
+
+def cache_fill() -> dict[str, CacheFill]:
+    return {"word_weights": lru_fill(weight)}
 
 
 @lru_cache(maxsize=65536)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from tether.caches import CacheFill
 from tether.grammar.formats.base import ToolSpec
 from tether.selection.relevance import content_words
 
@@ -78,6 +79,13 @@ class SemanticRelevance:
             while len(cache) > bound:
                 cache.popitem(last=False)
         return vectors
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        with self._lock:
+            return {
+                "semantic_tool_sets": CacheFill(len(self._sets), self.max_sets),
+                "semantic_requests": CacheFill(len(self._requests), self.max_requests),
+            }
 
     def scores(self, request: str, tools: Sequence[ToolSpec]) -> list[float]:
         """Each tool's similarity to ``request``, in the order of ``tools`` (all 0 with no request)."""

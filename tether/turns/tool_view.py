@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tether.caches import CacheFill
 from tether.chat import Message
 from tether.grammar.formats.base import ToolSpec
 from tether.selection.decision import DecisionModel, relevance
@@ -69,6 +70,9 @@ class ToolView:
     _chosen: OrderedDict[bytes, frozenset[int]] = field(
         default_factory=OrderedDict, init=False, repr=False, compare=False
     )
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        return {"tool_view_choices": CacheFill(len(self._chosen), _REMEMBERED)}
 
     def shown(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], n_ctx: int

@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
+from tether.caches import CacheFill
 from tether.errors import SessionStoreUnavailableError
 from tether.workflows.loader import workflow_from_mapping
 from tether.workflows.spec import Workflow
@@ -162,6 +163,9 @@ class MemorySessionBackend:
 
     def lock(self, session_id: str) -> AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        return {"sessions": CacheFill(len(self._sessions), self.max_sessions)}
 
     def _expire(self) -> None:
         now = self.clock()

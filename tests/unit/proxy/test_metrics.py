@@ -258,3 +258,46 @@ async def test_server_tool_runs_by_tool_and_outcome() -> None:
         samples = await scrape(client)
     assert total(samples, "tether_server_tool_runs_total", tool="lookup", outcome="error") == 1
     assert total(samples, "tether_server_tool_runs_total", tool="lookup", outcome="ok") == 1
+
+
+async def test_every_cache_is_reported_beside_its_limit_and_stays_within_it() -> None:
+    """Six distinct tool sets through a store of 3 responses and 2 sessions: each cache's entries
+    never pass its capacity, and the process figures a soak run watches are there."""
+    replies = [call("read_file", {"path": f"{i}.txt"}) for i in range(6)]
+    client, _ = make_client(replies, responses_store=3, max_sessions=2)
+    async with client:
+        for i in range(6):
+            tool = {**READ_FILE, "function": {**READ_FILE["function"], "description": f"Variant {i}."}}
+            workflow = {
+                "name": f"w{i}",
+                "tools": ["read_file", "done"],
+                "steps": ["read_file"],
+                "terminal": "done",
+            }
+            made = await client.post(
+                "/v1/tether/sessions", json={"workflow": workflow, "session_id": f"s{i}"}
+            )
+            assert made.status_code == 201, made.text
+            r = await client.post(
+                "/v1/responses",
+                headers={"X-Tether-Session": f"s{i}"},
+                json={"model": "scripted", "input": "show a file", "tools": [_flat(tool)]},
+            )
+            assert r.status_code == 200, r.text
+        samples = await scrape(client)
+    entries = {dict(ls)["cache"]: v for (n, ls), v in samples.items() if n == "tether_cache_entries"}
+    capacity = {dict(ls)["cache"]: v for (n, ls), v in samples.items() if n == "tether_cache_capacity"}
+    assert entries.keys() == capacity.keys()
+    assert {"responses", "sessions", "dashboard_turns", "schema_checks", "constraint_plans"} <= entries.keys()
+    assert (entries["responses"], capacity["responses"]) == (3, 3)
+    assert (entries["sessions"], capacity["sessions"]) == (2, 2)
+    assert all(entries[name] <= capacity[name] for name in entries), entries
+    assert total(samples, "tether_asyncio_tasks") >= 1  # the scrape's own task at least
+    assert total(samples, "tether_threads") >= 1
+    assert total(samples, "process_resident_memory_bytes") > 0
+    assert total(samples, "process_open_fds") > 0
+
+
+def _flat(tool: dict[str, Any]) -> dict[str, Any]:
+    """A chat-completions tool in the Responses API's flat shape."""
+    return {"type": "function", **tool["function"]}

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
+from tether.caches import CacheFill
 from tether.engine.embedding.base import EmbeddingInput, Embeddings, LruCache
 from tether.errors import ConfigError, EngineError, InvalidRequestError
 
@@ -183,6 +184,10 @@ class LlamaEmbedder:
 
     def cache_info(self) -> dict[str, int]:
         return {"size": len(self._cache), "hits": self._cache.hits, "misses": self._cache.misses}
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        # No lock: an embedding holds it for its whole run, and a length read is atomic.
+        return {"embeddings": CacheFill(len(self._cache), self._cache.capacity)}
 
     def close(self) -> None:
         """Free the model and its context; later calls raise ``EngineError``. Idempotent."""
