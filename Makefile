@@ -1,5 +1,5 @@
 # tether developer commands. `make serve` and `make test` work on a fresh machine.
-.PHONY: setup setup-test serve test test-fast test-vllm test-clients lint bench bench-backend bench-batch bench-load eval clean
+.PHONY: setup setup-test serve test test-fast test-vllm test-clients test-chaos lint bench bench-backend bench-batch bench-load bench-soak eval clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -37,6 +37,11 @@ test-vllm: setup
 test-clients: setup-test
 	$(VENV)/bin/pytest -W error -q -m clients tests/clients -rA $(ARGS)
 
+# Only the chaos tests: replicas, Redis and the backend killed and restarted, a full disk, a
+# slow-loris client (docs/reliability.md); `make test` runs them too.
+test-chaos: setup-test
+	$(VENV)/bin/pytest -W error -q -m chaos tests/chaos $(ARGS)
+
 test-fast:
 	$(VENV)/bin/pytest -W error -q -m "not model and not e2e" $(ARGS)
 
@@ -55,6 +60,12 @@ bench-batch: setup
 
 bench-load: setup
 	$(PY) -m benchmarks.bench_load $(ARGS)
+
+# An hour of mixed traffic; memory, descriptors, threads, tasks, caches and p99 must stay flat
+# (docs/reliability.md). `ARGS="--minutes 10"` for a short run.
+bench-soak: setup
+	$(VENV)/bin/pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.bench_soak --out results/soak.json --plot results/soak.png $(ARGS)
 
 # The published BFCL numbers (docs/evals.md); resumable: finished items are skipped.
 eval: setup

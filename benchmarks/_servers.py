@@ -13,11 +13,18 @@ from typing import IO
 from tests.support.processes import stop, wait_healthy
 from tests.support.socket_server import free_port
 
-__all__ = ["free_port", "llama_cpp_server", "llama_server", "tether_backend_server", "tether_server"]
+__all__ = [
+    "free_port",
+    "llama_cpp_server",
+    "llama_server",
+    "tether_backend_server",
+    "tether_process",
+    "tether_server",
+]
 
 
 @contextmanager
-def _process(cmd: list[str], health: str) -> Iterator[None]:
+def _process(cmd: list[str], health: str) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``cmd`` until the block exits, once ``health`` answers 200 (the tests' own helpers)."""
     # TETHER_BENCH_LOGS=DIR keeps each server's output (DIR/<port>.log), to see why one died.
     logs = os.environ.get("TETHER_BENCH_LOGS")
@@ -29,7 +36,7 @@ def _process(cmd: list[str], health: str) -> Iterator[None]:
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
     try:
         wait_healthy(proc, health, name=" ".join(cmd[:3]), timeout=180, log=log)
-        yield
+        yield proc
     finally:
         stop(proc)
         log.close()
@@ -37,24 +44,22 @@ def _process(cmd: list[str], health: str) -> Iterator[None]:
 
 @contextmanager
 def tether_server(model: str, *, ctx: int, threads: int, extra: list[str] | None = None) -> Iterator[str]:
+    """``tether serve`` on ``model``; yields its /v1 base URL."""
+    with tether_process(model, ctx=ctx, threads=threads, extra=extra) as (base, _):
+        yield f"{base}/v1"
+
+
+@contextmanager
+def tether_process(
+    model: str, *, ctx: int | None, threads: int, extra: list[str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``tether serve`` on ``model`` (``ctx`` None: its default window); yields its base URL (no /v1)
+    and its process, for benchmarks that watch the process itself."""
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tether.cli",
-        "serve",
-        "--model",
-        model,
-        "--port",
-        str(port),
-        "--ctx",
-        str(ctx),
-        "--threads",
-        str(threads),
-        *(extra or []),
-    ]
-    with _process(cmd, f"http://127.0.0.1:{port}/health"):
-        yield f"http://127.0.0.1:{port}/v1"
+    cmd = [sys.executable, "-m", "tether.cli", "serve", "--model", model, "--port", str(port)]
+    cmd += [*(["--ctx", str(ctx)] if ctx is not None else []), "--threads", str(threads), *(extra or [])]
+    with _process(cmd, f"http://127.0.0.1:{port}/health") as proc:
+        yield f"http://127.0.0.1:{port}", proc
 
 
 @contextmanager

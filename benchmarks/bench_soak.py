@@ -26,7 +26,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,8 +37,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.processes import stop, wait_healthy
-from tests.support.socket_server import free_port
+from benchmarks._servers import tether_process
 from tether.engine.locate import bundled_model_path
 
 MODEL = "smollm2-135m-instruct"
@@ -269,7 +267,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def soak(base: str, pid: int, args: argparse.Namespace) -> list[Sample]:
+async def soak(base: str, pid: int, args: argparse.Namespace) -> tuple[list[Sample], dict[str, int]]:
     traffic = Traffic(base, args.seed, args.timeout)
     samples: list[Sample] = []
     start = time.monotonic()
@@ -306,8 +304,7 @@ async def soak(base: str, pid: int, args: argparse.Namespace) -> list[Sample]:
     print("outcomes:", dict(counts), " by route:", dict(Counter(o.route for o in traffic.outcomes)))
     for o in [o for o in traffic.outcomes if o.kind in ("error", "lost", "client_error")][:10]:
         print(f"  {o.kind} {o.route}: {o.detail}")
-    args.counts = dict(counts)
-    return samples
+    return samples, dict(counts)
 
 
 def verdict(samples: list[Sample], warmup: float, counts: dict[str, int]) -> list[tuple[str, str, bool]]:
@@ -389,7 +386,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--interval", type=float, default=60.0, help="seconds between samples")
-    parser.add_argument("--warmup", type=float, default=None, help="minutes (default: a tenth of the run)")
+    parser.add_argument("--warmup", type=float, default=None, help="minutes (default: a sixth of the run)")
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -397,42 +394,25 @@ def main() -> None:
     parser.add_argument("--out", help="write the samples and the verdict as JSON")
     parser.add_argument("--plot", help="write a PNG of the series (needs matplotlib)")
     args = parser.parse_args()
-    warmup = args.warmup if args.warmup is not None else args.minutes / 10
+    warmup = args.warmup if args.warmup is not None else args.minutes / 6
     work = Path(tempfile.mkdtemp(prefix="tether-soak-"))
     (work / "notes.txt").write_text("Buy milk. Call Ana.\n")
     (work / "notes.yaml").write_text(WORKFLOW)
-    port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "tether.cli",
-        "serve",
-        "--model",
-        str(bundled_model_path()),
-        "--port",
-        str(port),
-        "--threads",
-        str(args.threads),
+    extra = [
         "--server-tools",
         "read_file,list_dir",
         "--work-dir",
         str(work),
         "--workflow",
         str(work / "notes.yaml"),
-        "--max-sessions",
-        "64",
-        "--responses-store",
-        "128",
     ]
-    with (work / "server.log").open("w+b") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_healthy(proc, f"{base}/health", name="tether serve", timeout=180, log=log)
-            samples = asyncio.run(soak(base, proc.pid, args))
-        finally:
-            stop(proc)
-    rows = verdict(samples, warmup, args.counts)
+    # Small stores, so that they fill within the warm-up and evict for the rest of the run: eviction is
+    # where a leak would hide.
+    extra += ["--max-sessions", "16", "--responses-store", "32"]
+    model = str(bundled_model_path())
+    with tether_process(model, ctx=None, threads=args.threads, extra=extra) as (base, proc):
+        samples, counts = asyncio.run(soak(base, proc.pid, args))
+    rows = verdict(samples, warmup, counts)
     print()
     for name, figures, ok in rows:
         print(f"{'PASS' if ok else 'FAIL'}  {name}: {figures}")
@@ -441,10 +421,10 @@ def main() -> None:
             json.dumps(
                 {
                     "samples": [asdict(s) for s in samples],
-                    "counts": args.counts,
+                    "counts": counts,
                     "verdict": rows,
                     "warmup": warmup,
-                    "command": cmd[3:],
+                    "server_args": extra,
                 },
                 indent=1,
             )

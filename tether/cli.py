@@ -405,12 +405,12 @@ def serve(
     except TetherError as exc:
         _fail(exc.message)
         return
-    configure_logging(settings.log_level)
+    sink = configure_logging(settings.log_level)
     try:
         from tether.server import bind, build_app, run_server
 
         listening = bind(config)  # before the model loads: a port in use fails at once
-        application = build_app(config, progress=sys.stderr.isatty())
+        application = build_app(config, progress=sys.stderr.isatty(), log_sink=sink)
     except TetherError as exc:
         _fail(exc.message)
         return

@@ -20,6 +20,7 @@ from tether.engine.llama_options import check_mlx
 from tether.engine.locate import bundled_embedding_model_path, bundled_model_path
 from tether.engine.scheduler import Scheduler
 from tether.errors import ConfigError
+from tether.logging import LogSink
 from tether.proxy.app import create_app
 from tether.turns.stages import ServerToolsStage
 
@@ -339,7 +340,7 @@ def load_embedder(config: ServerConfig) -> Embedder | None:
     return LlamaEmbedder(path, n_threads=threads)
 
 
-def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
+def build_app(config: ServerConfig, *, progress: bool = False, log_sink: LogSink | None = None) -> FastAPI:
     tools = server_tools(config)
     engines = load_engines(config, progress=progress)
     embedder = load_embedder(config)
@@ -352,7 +353,9 @@ def build_app(config: ServerConfig, *, progress: bool = False) -> FastAPI:
     from tether.engine.remote.chat import ChatSlot
 
     chat = engines[0].backend if isinstance(engines[0], ChatSlot) else None
-    return create_app(config, scheduler, server_tools=tools, chat_backend=chat, embedder=embedder)
+    return create_app(
+        config, scheduler, server_tools=tools, chat_backend=chat, embedder=embedder, log_sink=log_sink
+    )
 
 
 class _Server(uvicorn.Server):

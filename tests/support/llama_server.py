@@ -18,7 +18,7 @@ from tests.support.processes import stop, wait_healthy
 from tests.support.socket_server import free_port
 from tether.engine.locate import bundled_model_path
 
-__all__ = ["llama_server_binary", "running_llama_server"]
+__all__ = ["llama_server_binary", "llama_server_process", "running_llama_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,22 @@ def running_llama_server(
     binary: Path, *, slots: int = 2, ctx_per_slot: int = 4096, extra: tuple[str, ...] = ()
 ) -> Iterator[str]:
     """``http://127.0.0.1:PORT`` of a llama-server on the bundled model until the block exits."""
-    port = free_port()
+    with llama_server_process(binary, slots=slots, ctx_per_slot=ctx_per_slot, extra=extra) as (url, _):
+        yield url
+
+
+@contextmanager
+def llama_server_process(
+    binary: Path,
+    *,
+    port: int | None = None,
+    slots: int = 2,
+    ctx_per_slot: int = 4096,
+    extra: tuple[str, ...] = (),
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The URL and process of a llama-server on the bundled model (on ``port``: a restart), stopped
+    when the block exits unless a test killed it first."""
+    port = port if port is not None else free_port()
     threads = os.environ.get("TETHER_TEST_THREADS") or str(min(os.cpu_count() or 2, 4))
     cmd = [
         str(binary),
@@ -64,7 +79,8 @@ def running_llama_server(
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, f"{base}/health", name="llama-server", timeout=60, log=log, interval=0.1)
-        yield base
+        yield base, proc
     finally:
-        stop(proc)
+        if proc.poll() is None:
+            stop(proc)
         log.close()

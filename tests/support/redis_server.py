@@ -21,7 +21,7 @@ import redis
 
 from tests.support.socket_server import free_port
 
-__all__ = ["in_ci", "redis_server", "require_redis_server"]
+__all__ = ["in_ci", "redis_process", "redis_server", "require_redis_server"]
 
 
 def in_ci() -> bool:
@@ -40,14 +40,30 @@ def require_redis_server() -> str:
 
 
 @contextmanager
-def redis_server(directory: Path) -> Iterator[str]:
-    """``redis://127.0.0.1:PORT/0`` served by a fresh ``redis-server`` until the block exits."""
+def redis_server(directory: Path, *, port: int | None = None, persistent: bool = False) -> Iterator[str]:
+    """``redis://127.0.0.1:PORT/0`` served by a fresh ``redis-server`` until the block exits
+    (:func:`redis_process`)."""
+    with redis_process(directory, port=port, persistent=persistent) as (url, _):
+        yield url
+
+
+@contextmanager
+def redis_process(
+    directory: Path, *, port: int | None = None, persistent: bool = False
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The URL and the process of a fresh ``redis-server``, stopped when the block exits (unless a
+    test killed it first).
+
+    ``port``: that one (a restart of an earlier server); ``persistent``: every write appended to
+    ``directory``'s AOF and fsynced before Redis answers, so a server started again on the same
+    directory has everything it acknowledged."""
     binary = require_redis_server()
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "redis.log"
-    for _ in range(3):  # the free port may be taken by someone else before redis binds it
-        port = free_port()
-        args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    durable = ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
+    for _ in range(3 if port is None else 1):  # a free port may be taken by someone else before redis binds it
+        chosen = port if port is not None else free_port()
+        args = [binary, "--port", str(chosen), "--bind", "127.0.0.1", "--save", "", *durable]
         with log_path.open("ab") as log:
             proc = subprocess.Popen(
                 [*args, "--dir", str(directory), "--daemonize", "no"],
@@ -55,13 +71,13 @@ def redis_server(directory: Path) -> Iterator[str]:
                 stderr=subprocess.STDOUT,
                 cwd=directory,
             )
-        if _answers(port, proc):
+        if _answers(chosen, proc):
             break
         _stop(proc)
     else:
         raise RuntimeError(f"redis-server did not start; its log:\n{log_path.read_text(errors='replace')}")
     try:
-        yield f"redis://127.0.0.1:{port}/0"
+        yield f"redis://127.0.0.1:{chosen}/0", proc
     finally:
         _stop(proc)
 

@@ -26,6 +26,7 @@ ROOT = Path(tether.__file__).parent
 # schema_kinds needs coercion; config_file reads config and config_cli edits config_file; evals
 # serves its local targets through server.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("0", ("caches",)),
     ("0a", ("aio", "calls", "errors", "jsonscan", "logging", "schema_check")),
     ("0b", ("chat", "coercion")),
     ("0c", ("schema_kinds",)),

@@ -26,6 +26,7 @@ from tether.grammar.formats import detect_format, get_format
 from tether.guardrails.interventions import GuardrailStats
 from tether.guardrails.pipeline import Regenerator
 from tether.guardrails.presets import PRESETS
+from tether.logging import LogSink
 from tether.proxy.anthropic_routes import AnthropicErrorMiddleware
 from tether.proxy.anthropic_routes import router as anthropic_router
 from tether.proxy.dashboard import router as dashboard_router
@@ -89,6 +90,7 @@ def create_app(
     server_tools: ServerToolsStage | None = None,
     chat_backend: ChatBackend | None = None,
     embedder: Embedder | None = None,
+    log_sink: LogSink | None = None,
 ) -> FastAPI:
     """Build the app around an already-loaded scheduler (the CLI loads the engines).
 
@@ -98,6 +100,8 @@ def create_app(
     and parses itself; the core forwards the job and keeps the guard (docs/backends.md).
     ``embedder``: the sentence-embedding model behind ``/v1/embeddings`` (``AppState.embedder``), closed
     at shutdown; None answers that route with ``model_not_found``.
+    ``log_sink``: where the log goes (``tether.logging``); ``/health`` and ``/metrics`` count the lines
+    it could not write.
     """
     info = scheduler.engines[0].info
     spoken = chat_backend.tool_format if chat_backend is not None else detect_format(info.chat_template)
@@ -178,7 +182,13 @@ def create_app(
         embedder=embedder,
     )
     recorder.metrics.watch(
-        tool_view, semantic, embedder, app.state.tether.responses, sessions.backend, recorder.recent
+        tool_view,
+        semantic,
+        embedder,
+        app.state.tether.responses,
+        sessions.backend,
+        recorder.recent,
+        log_sink=log_sink,
     )
     app.include_router(openai_router)
     app.include_router(anthropic_router)
@@ -206,6 +216,8 @@ def create_app(
             body["batch"] = engine.batch_stats()
         if isinstance(engine, ReportsPrefixCache) and (cache := engine.prefix_cache_stats()) is not None:
             body["prefix_cache"] = cache
+        if log_sink is not None and log_sink.dropped:  # the disk refused log lines: degraded, serving
+            body["log"] = log_sink.snapshot()
         if state.server_tools is not None and (sources := state.server_tools.snapshot()):
             body["tool_sources"] = sources  # {"mcp": {server: state, restarts, calls, last error}}
         return body

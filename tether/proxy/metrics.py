@@ -36,6 +36,7 @@ from tether.engine.base import ReportsPrefixCache
 from tether.engine.scheduler import Scheduler
 from tether.grammar import closing, structured
 from tether.guardrails.interventions import KINDS, GuardrailStats
+from tether.logging import LogSink
 from tether.selection import relevance
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class _Live:
         self.stats = stats
         self.in_flight = in_flight
         self.caches: list[object] = []  # objects that may hold caches (``Metrics.watch``)
+        self.log_sink: LogSink | None = None
 
     def describe(self) -> Iterable[Metric]:
         return ()  # nothing to check at registration; the names are fixed below
@@ -110,6 +112,10 @@ class _Live:
             tasks = 0
         yield GaugeMetricFamily("tether_asyncio_tasks", "asyncio tasks not yet done.", value=tasks)
         yield from _cache_metrics(self.fills(engine))
+        if self.log_sink is not None:
+            yield CounterMetricFamily(
+                "tether_log_lines_dropped", "Log lines the disk refused.", value=self.log_sink.dropped
+            )
 
     def fills(self, engine: object) -> dict[str, CacheFill]:
         """Every bounded cache's fill, by name."""
@@ -201,9 +207,11 @@ class Metrics:
         r.register(self._live)
         ProcessCollector(registry=r)  # process_resident_memory_bytes, process_open_fds, …
 
-    def watch(self, *holders: object) -> None:
-        """Report the caches of ``holders`` (those that implement ``ReportsCaches``)."""
+    def watch(self, *holders: object, log_sink: LogSink | None = None) -> None:
+        """Report the caches of ``holders`` (those that implement ``ReportsCaches``) and the log
+        lines ``log_sink`` could not write."""
         self._live.caches.extend(h for h in holders if h is not None)
+        self._live.log_sink = log_sink
 
     def fills(self) -> dict[str, CacheFill]:
         engines = self._live.scheduler.engines

@@ -143,7 +143,9 @@ class RecentTurns:
         self._ring: deque[Trace] = deque(maxlen=size)
         self.in_flight = 0
         self.version = 0
-        self._changed = asyncio.Event()
+        # Made by the first waiter and dropped once set: a turn's every delta touches this, and with
+        # no dashboard open that must cost no allocation.
+        self._changed: asyncio.Event | None = None
 
     def cache_fill(self) -> dict[str, CacheFill]:
         return {"dashboard_turns": CacheFill(len(self._ring), self._ring.maxlen or 0)}
@@ -160,14 +162,18 @@ class RecentTurns:
 
     def touch(self) -> None:
         self.version += 1
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     async def wait(self, seen: int, timeout: float) -> int:
         """Wait until the version differs from ``seen`` (or ``timeout`` passes); the version now."""
         if self.version == seen:
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            changed = self._changed
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+                await asyncio.wait_for(changed.wait(), timeout)
         return self.version
 
     def as_list(self) -> list[dict[str, Any]]:

@@ -301,3 +301,17 @@ async def test_every_cache_is_reported_beside_its_limit_and_stays_within_it() ->
 def _flat(tool: dict[str, Any]) -> dict[str, Any]:
     """A chat-completions tool in the Responses API's flat shape."""
     return {"type": "function", **tool["function"]}
+
+
+async def test_log_lines_the_disk_refused_show_in_health_and_metrics() -> None:
+    from tether.logging import LogSink
+
+    sink = LogSink()
+    app = create_app(ServerConfig(), Scheduler([ScriptedEngine(["hi"])]), log_sink=sink)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        assert "log" not in (await client.get("/health")).json()  # nothing refused: nothing to say
+        sink.dropped, sink.last_error = 2, "OSError: [Errno 28] No space left on device"
+        health = (await client.get("/health")).json()
+        samples = await scrape(client)
+    assert health["status"] == "ok" and health["log"]["dropped"] == 2
+    assert total(samples, "tether_log_lines_dropped_total") == 2
