@@ -118,10 +118,13 @@ class ConstraintProvider:
             masks = [m for _, m in self._plans.values()]
         states = sum(m.states() for m in masks)
         most = self.max_plans * max((m.max_states for m in masks), default=0)
-        return {
+        fill = {
             "constraint_plans": CacheFill(len(masks), self.max_plans),
             "constraint_mask_states": CacheFill(states, most),
         }
+        if self._regexes is not None:
+            fill.update(self._regexes.cache_fill())
+        return fill
 
     def name_choice(self, names: Sequence[str], *, prompt_len: int) -> ToolConstraint:
         """Layer 2: the reply must be exactly one offered name."""

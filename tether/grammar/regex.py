@@ -16,6 +16,7 @@ from typing import Any
 from outlines_core import Index, Vocabulary
 from outlines_core.json_schema import TIME, build_regex_from_schema
 
+from tether.caches import CacheFill
 from tether.grammar.automata import Automaton, State
 from tether.grammar.vocab import TokenVocab
 
@@ -83,6 +84,10 @@ class RegexCompiler:
             eos = min(self.vocab.eos_ids) if self.vocab.eos_ids else self.synth_base + 256
             self._vocabulary = Vocabulary(eos, mapping)
         return self._vocabulary
+
+    def cache_fill(self) -> dict[str, CacheFill]:
+        """The token indexes built for value patterns (each spans the whole vocabulary)."""
+        return {"regex_indexes": CacheFill(len(self._cache), self.max_cached)}
 
     def part(self, regex: str) -> RegexPart:
         index = self._cache.get(regex)
