@@ -405,7 +405,12 @@ def plot(samples: list[Sample], path: str, warmup: float) -> None:
         (axes[1][0], "descriptors / threads / tasks"),
         (axes[1][1], "cache fill (share of capacity)"),
     ]
-    axes[0][0].plot(minutes, [s.rss_mb for s in samples])
+    axes[0][0].plot(minutes, [s.rss_mb for s in samples], label="resident")
+    axes[0][0].plot(minutes, [s.prefix_ram_mb for s in samples], label="of it, the prefix cache")
+    axes[0][0].set_ylim(0, max(s.rss_mb for s in samples) * 1.15)
+    axes[0][0].legend(fontsize=8)
+    axes[0][1].set_ylim(0, max(s.p99_s for s in samples) * 1.15)
+    axes[1][0].set_ylim(0, max(max(s.fds, s.threads, s.tasks) for s in samples) * 1.3)
     axes[0][1].plot(minutes, [s.p50_s for s in samples], label="p50")
     axes[0][1].plot(minutes, [s.p99_s for s in samples], label="p99")
     axes[0][1].legend()
@@ -418,7 +423,8 @@ def plot(samples: list[Sample], path: str, warmup: float) -> None:
             s.caches[name][0] / s.caches[name][1] if s.caches.get(name, (0, 0))[1] else 0 for s in samples
         ]
         axes[1][1].plot(minutes, fill, label=name, linewidth=1)
-    axes[1][1].legend(fontsize=6, ncol=2)
+    axes[1][1].set_ylim(0, 1.05)
+    axes[1][1].legend(fontsize=6, ncol=2, loc="lower right")
     for ax, title in series:
         ax.set_title(title, fontsize=10)
         ax.axvline(warmup, color="grey", linestyle=":", linewidth=1)
@@ -426,6 +432,19 @@ def plot(samples: list[Sample], path: str, warmup: float) -> None:
         ax.set_xlabel("minutes")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
+
+
+def report(
+    samples: list[Sample], warmup: float, counts: dict[str, int], plot_path: str | None
+) -> list[tuple[str, str, bool]]:
+    """Print the verdict (and plot the series); its rows."""
+    rows = verdict(samples, warmup, counts)
+    print()
+    for name, figures, ok in rows:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {figures}")
+    if plot_path:
+        plot(samples, plot_path, warmup)
+    return rows
 
 
 def main() -> None:
@@ -442,8 +461,16 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--out", help="write the samples and the verdict as JSON")
     parser.add_argument("--plot", help="write a PNG of the series (needs matplotlib)")
+    parser.add_argument("--from-json", help="judge and plot a run saved with --out instead of running one")
     args = parser.parse_args()
     warmup = args.warmup if args.warmup is not None else args.minutes / 6
+    if args.from_json:
+        saved = json.loads(Path(args.from_json).read_text())
+        samples = [
+            Sample(**{**s, "caches": {k: tuple(v) for k, v in s["caches"].items()}}) for s in saved["samples"]
+        ]
+        rows = report(samples, saved["warmup"] if args.warmup is None else warmup, saved["counts"], args.plot)
+        sys.exit(0 if all(ok for _, _, ok in rows) else 1)
     work = Path(tempfile.mkdtemp(prefix="tether-soak-"))
     (work / "notes.txt").write_text("Buy milk. Call Ana.\n")
     (work / "notes.yaml").write_text(WORKFLOW)
@@ -462,25 +489,10 @@ def main() -> None:
     model = str(bundled_model_path())
     with tether_process(model, ctx=None, threads=args.threads, extra=extra) as (base, proc):
         samples, counts = asyncio.run(soak(base, proc.pid, args))
-    rows = verdict(samples, warmup, counts)
-    print()
-    for name, figures, ok in rows:
-        print(f"{'PASS' if ok else 'FAIL'}  {name}: {figures}")
+    rows = report(samples, warmup, counts, args.plot)
     if args.out:
-        Path(args.out).write_text(
-            json.dumps(
-                {
-                    "samples": [asdict(s) for s in samples],
-                    "counts": counts,
-                    "verdict": rows,
-                    "warmup": warmup,
-                    "server_args": extra,
-                },
-                indent=1,
-            )
-        )
-    if args.plot:
-        plot(samples, args.plot, warmup)
+        saved = {"samples": [asdict(s) for s in samples], "counts": counts, "verdict": rows, "warmup": warmup}
+        Path(args.out).write_text(json.dumps({**saved, "server_args": extra}, indent=1))
     sys.exit(0 if all(ok for _, _, ok in rows) else 1)
 
 
