@@ -10,11 +10,13 @@ clients, waits until nothing is in flight, and samples the server process: resid
 descriptors and threads (from ``/proc``), asyncio tasks and every cache's fill (``/metrics``),
 and the p50/p99 latency of that interval's requests.
 
-Pass (printed, and the exit status): after ``--warmup`` minutes, resident memory grows less than
-5 % (the mean of the last three samples against the first three); descriptors, threads and tasks
-(idle samples) in the second half of the steady run stay within one of the first half's most; the p99 of the last third of the run is within 1.5× that
-of the first third (this machine's speed drifts, docs/benchmarks.md); every cache stays within its
-capacity; no request is lost and none ends in a server error.
+Pass (printed, and the exit status): after ``--warmup`` minutes, resident memory less the prefix
+cache's bytes (bounded in bytes and reported, like every cache) grows less than 5 % (the mean of
+the last three samples against the first three); descriptors, threads and tasks (idle samples)
+in the second half of the steady run stay within one of the first half's most; the p99 of the last
+third of the run is within 1.5× that of the first third (this machine's speed drifts,
+docs/benchmarks.md); every cache stays within its capacity; no request is lost and none ends in a
+server error.
 
 Usage: .venv/bin/python -m benchmarks.bench_soak [--minutes 60] [--out soak.json] [--plot soak.png]
 """
@@ -357,13 +359,18 @@ def verdict(samples: list[Sample], warmup: float, counts: dict[str, int]) -> lis
     """(criterion, figures, passed) rows."""
     steady = [s for s in samples if s.minute >= warmup] or samples[-1:]
     first, last = steady[:3], steady[-3:]
+    # The prefix cache's RAM tier is bounded in bytes, which it reports (checked with the caches
+    # below); it fills as long prompts come, so memory is judged without it, and shown with it.
     rss0 = statistics.mean(s.rss_mb for s in first)
     rss1 = statistics.mean(s.rss_mb for s in last)
-    growth = (rss1 - rss0) / rss0
+    net0 = statistics.mean(s.rss_mb - s.prefix_ram_mb for s in first)
+    net1 = statistics.mean(s.rss_mb - s.prefix_ram_mb for s in last)
+    growth = (net1 - net0) / net0
     rows = [
         (
-            "resident memory grows < 5 % after warm-up",
-            f"{rss0:.1f} → {rss1:.1f} MiB ({growth:+.1%})",
+            "resident memory, less the prefix cache's bytes, grows < 5 % after warm-up",
+            f"{net0:.1f} → {net1:.1f} MiB ({growth:+.1%}); with the prefix cache {rss0:.1f} → {rss1:.1f} MiB "
+            f"({(rss1 - rss0) / rss0:+.1%})",
             growth < 0.05,
         )
     ]
