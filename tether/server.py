@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from tether.config import ServerConfig
 from tether.engine.base import Engine
+from tether.engine.heap import map_large_blocks
 from tether.engine.llama_options import check_mlx
 from tether.engine.locate import bundled_embedding_model_path, bundled_model_path
 from tether.engine.scheduler import Scheduler
@@ -341,6 +342,8 @@ def load_embedder(config: ServerConfig) -> Embedder | None:
 
 
 def build_app(config: ServerConfig, *, progress: bool = False, log_sink: LogSink | None = None) -> FastAPI:
+    # Evicted prefix-cache states (megabytes each) must go back to the OS, not stay as heap holes.
+    log.info("large_blocks_mapped", applied=map_large_blocks())
     tools = server_tools(config)
     engines = load_engines(config, progress=progress)
     embedder = load_embedder(config)

@@ -4,6 +4,7 @@ and a disk that fills up under the log and the prefix cache. Real processes, the
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import signal
@@ -24,6 +25,7 @@ from tests.support.socket_server import free_port
 
 pytestmark = pytest.mark.model
 
+MODEL = "smollm2-135m-instruct"
 STORY = {"role": "user", "content": "Write a long story about a lighthouse keeper and the sea."}
 
 
@@ -37,7 +39,7 @@ def _required(found: Any, reason: str) -> Any:
 
 def stream_outcome(base: str, results: list[str], started: threading.Event) -> None:
     """One streamed chat request: how it ended (``done``, ``error``, ``broken`` or ``cut``)."""
-    body = {"model": "m", "messages": [STORY], "max_tokens": 400, "temperature": 0, "stream": True}
+    body = {"model": MODEL, "messages": [STORY], "max_tokens": 400, "temperature": 0, "stream": True}
     try:
         with httpx.stream("POST", f"{base}/v1/chat/completions", json=body, timeout=60) as r:
             if r.status_code != 200:
@@ -81,7 +83,7 @@ def test_the_backend_killed_and_started_again_under_load() -> None:
 
             down = httpx.post(
                 f"{base}/v1/chat/completions",
-                json={"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8},
+                json={"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8},
                 timeout=60,
             )
             assert down.status_code >= 500 and "error" in down.json(), down.text  # a clear error, at once
@@ -92,7 +94,7 @@ def test_the_backend_killed_and_started_again_under_load() -> None:
             answered = httpx.post(
                 f"{base}/v1/chat/completions",
                 json={
-                    "model": "m",
+                    "model": MODEL,
                     "messages": [{"role": "user", "content": "Say hello."}],
                     "max_tokens": 16,
                 },
@@ -114,9 +116,20 @@ def _unshare_works() -> bool:
     return probe.returncode == 0
 
 
+def fill(path: Path) -> None:
+    """Write zeros to ``path`` until the disk refuses."""
+    try:
+        with path.open("wb") as f:
+            while True:
+                f.write(bytes(4096))
+                f.flush()
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC, exc
+
+
 def test_a_full_disk_under_the_log_and_the_prefix_cache() -> None:
-    """``tether serve`` with its log and its prefix cache on a 64 KiB tmpfs that fills up (a private
-    mount in a user namespace: a real ENOSPC): every request is still answered, the cache falls
+    """``tether serve`` with its log and its prefix cache on a 1 MiB tmpfs (a private mount in a user
+    namespace), filled up once the server is ready (a real ENOSPC): every request is still answered, the cache falls
     back to RAM after one failed write, and ``/health`` counts the log lines the disk refused."""
     _required(_unshare_works(), "unshare -rm is not permitted here (no unprivileged user namespaces)")
     port = free_port()
@@ -124,14 +137,10 @@ def test_a_full_disk_under_the_log_and_the_prefix_cache() -> None:
         disk = Path(root) / "disk"
         disk.mkdir()
         serve = [
-            sys.executable, "-m", "tether.cli", "serve", "--port", str(port), "--ctx", "2048",
+            sys.executable, "-m", "tether.cli", "serve", "--port", str(port), "--ctx", "4096",
             "--slots", "1", "--prefix-cache-dir", f"{disk}/cache", "--embedding-model", "off",
         ]  # fmt: skip
-        script = (
-            f"mount -t tmpfs -o size=64k tmpfs {disk} && mkdir {disk}/cache"
-            f" && head -c 57344 /dev/zero > {disk}/filler"  # about 8 KiB left: start-up's lines, then full
-            f' && exec "$@" >> {disk}/tether.log 2>&1'
-        )
+        script = f'mount -t tmpfs -o size=1m tmpfs {disk} && mkdir {disk}/cache && exec "$@" >> {disk}/tether.log 2>&1'
         with tempfile.TemporaryFile() as log:
             proc = subprocess.Popen(
                 ["unshare", "-rm", "sh", "-c", script, "sh", *serve], stdout=log, stderr=log
@@ -139,13 +148,14 @@ def test_a_full_disk_under_the_log_and_the_prefix_cache() -> None:
             base = f"http://127.0.0.1:{port}"
             try:
                 wait_healthy(proc, f"{base}/health", name="tether serve", timeout=120, log=log)
-                long_prompt = " ".join(f"item{i}" for i in range(700))  # past two 256-token blocks
+                fill(Path(f"/proc/{proc.pid}/root{disk}") / "filler")  # the server's own view of the mount
+                long_prompt = " ".join(f"item{i}" for i in range(300))  # past two 256-token blocks
                 statuses = []
                 for i in range(8):
                     messages = [{"role": "user", "content": f"{long_prompt}\nSay {i}."}]
                     r = httpx.post(
                         f"{base}/v1/chat/completions",
-                        json={"model": "m", "messages": messages, "max_tokens": 4},
+                        json={"model": MODEL, "messages": messages, "max_tokens": 4},
                         timeout=120,
                     )
                     statuses.append(r.status_code)

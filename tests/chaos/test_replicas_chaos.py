@@ -98,19 +98,31 @@ def test_a_replica_killed_mid_session_leaves_the_session_whole_on_the_other(
         assert names(calls_of(tests.json())) == ["run_tests"]  # acknowledged: step 1 is in the session
 
         trimmed = [USER, *ran(run_tests_call())]  # the client forgot the read; only the session knows it
-        broken = False
-        with http.stream(
-            "POST", f"{base_a}/v1/chat/completions", headers=headers(sid), json=body(trimmed, stream=True)
-        ) as r:
+        ended: list[str] = []
+
+        def stream_on_a() -> None:
             try:
-                for line in r.iter_lines():
-                    if line.startswith("data: {"):
-                        os.kill(a.pid, signal.SIGKILL)  # mid-stream, as a node dies
-                        a.wait(10)
-            except httpx.HTTPError:
-                broken = True
+                with httpx.stream(
+                    "POST",
+                    f"{base_a}/v1/chat/completions",
+                    headers=headers(sid),
+                    json=body(trimmed, stream=True),
+                    timeout=30,
+                ) as r:
+                    ended.extend(line for line in r.iter_lines() if line == "data: [DONE]")
+                ended.append("closed")
+            except httpx.HTTPError as exc:
+                ended.append(type(exc).__name__)
+
+        streaming = threading.Thread(target=stream_on_a)
+        streaming.start()
+        time.sleep(1.0)  # the call takes ~3 s to generate at 50 ms a token: A dies in the middle of it
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait(10)
+        streaming.join(30)
+        broken = bool(ended) and ended[0] != "data: [DONE]"
         assert a.returncode == -signal.SIGKILL
-        assert broken, "the stream should break when its replica dies"
+        assert broken, f"the stream should break when its replica dies: {ended}"
 
         retry = http.post(f"{base_b}/v1/chat/completions", headers=headers(sid), json=body(trimmed))
         assert retry.status_code == 200, retry.text
@@ -181,7 +193,9 @@ def test_redis_restarted_under_load_loses_nothing_acknowledged(
             assert before > 0 and len(acknowledged) > before  # work went on after the restart
             for sid in list(acknowledged)[:12]:  # sessions from before, during and after the outage
                 r = http.post(
-                    f"{base}/v1/chat/completions", headers=headers(sid), json=body([USER, *ran(run_tests_call())])
+                    f"{base}/v1/chat/completions",
+                    headers=headers(sid),
+                    json=body([USER, *ran(run_tests_call())]),
                 )
                 assert r.status_code == 200, r.text
                 assert names(calls_of(r.json())) == ["submit"], (sid, r.json())
