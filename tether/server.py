@@ -16,7 +16,7 @@ from fastapi import FastAPI
 
 from tether.config import ServerConfig
 from tether.engine.base import Engine
-from tether.engine.heap import map_large_blocks
+from tether.engine.heap import TRIM_INTERVAL_S, map_large_blocks
 from tether.engine.llama_options import check_mlx
 from tether.engine.locate import bundled_embedding_model_path, bundled_model_path
 from tether.engine.scheduler import Scheduler
@@ -342,7 +342,8 @@ def load_embedder(config: ServerConfig) -> Embedder | None:
 
 
 def build_app(config: ServerConfig, *, progress: bool = False, log_sink: LogSink | None = None) -> FastAPI:
-    # Evicted prefix-cache states (megabytes each) must go back to the OS, not stay as heap holes.
+    # Evicted prefix-cache states (megabytes each) must go back to the OS, not stay as heap holes;
+    # so must the pages freed among small blocks (the app trims the heap while it serves).
     log.info("large_blocks_mapped", applied=map_large_blocks())
     tools = server_tools(config)
     engines = load_engines(config, progress=progress)
@@ -357,7 +358,13 @@ def build_app(config: ServerConfig, *, progress: bool = False, log_sink: LogSink
 
     chat = engines[0].backend if isinstance(engines[0], ChatSlot) else None
     return create_app(
-        config, scheduler, server_tools=tools, chat_backend=chat, embedder=embedder, log_sink=log_sink
+        config,
+        scheduler,
+        server_tools=tools,
+        chat_backend=chat,
+        embedder=embedder,
+        log_sink=log_sink,
+        heap_trim_s=TRIM_INTERVAL_S,
     )
 
 

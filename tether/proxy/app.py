@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from tether.config import ServerConfig
 from tether.engine.base import ReportsBatch, ReportsPrefixCache
 from tether.engine.embedding import Embedder
+from tether.engine.heap import trim_every
 from tether.engine.remote.chat import ChatBackend
 from tether.engine.scheduler import Scheduler
 from tether.engine.template import ChatTemplate
@@ -91,6 +92,7 @@ def create_app(
     chat_backend: ChatBackend | None = None,
     embedder: Embedder | None = None,
     log_sink: LogSink | None = None,
+    heap_trim_s: float | None = None,
 ) -> FastAPI:
     """Build the app around an already-loaded scheduler (the CLI loads the engines).
 
@@ -102,6 +104,8 @@ def create_app(
     at shutdown; None answers that route with ``model_not_found``.
     ``log_sink``: where the log goes (``tether.logging``); ``/health`` and ``/metrics`` count the lines
     it could not write.
+    ``heap_trim_s``: while serving, give freed heap pages back to the OS this often
+    (``tether.engine.heap``); None leaves the heap to the C library.
     """
     info = scheduler.engines[0].info
     spoken = chat_backend.tool_format if chat_backend is not None else detect_format(info.chat_template)
@@ -155,7 +159,12 @@ def create_app(
         if server_tools is not None:
             await server_tools.start()  # MCP servers: started and listed before the first request
         log.info("server_ready", model=info.model_id, n_ctx=info.n_ctx, tool_format=fmt.name)
+        trimmer = asyncio.create_task(trim_every(heap_trim_s)) if heap_trim_s is not None else None
         yield
+        if trimmer is not None:
+            trimmer.cancel()
+            with suppress(asyncio.CancelledError):
+                await trimmer
         if server_tools is not None:
             await server_tools.close()
         scheduler.shutdown()
