@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +27,9 @@ from tether.grammar.automata import Automaton, Choice, State, run_bytes
 from tether.grammar.vocab import TokenVocab
 
 __all__ = ["Mask", "MaskCache", "forced_text"]
+
+_Split = tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None
+_H = TypeVar("_H")
 
 _FORCED_LIMIT = 64  # bytes of forced text looked at; longer runs are rare and tokens are shorter
 _SMALL_SET = 512  # forced text is only looked for where few tokens are allowed
@@ -55,6 +60,15 @@ class Mask:
         return self.allowed is not None and self.allowed.size == 0
 
 
+def _size(held: object) -> int:
+    """Bytes of the arrays one cached entry holds (0 for none)."""
+    if isinstance(held, Mask):
+        return sum(a.nbytes for a in (held.allowed, held.blocked) if a is not None)
+    if isinstance(held, tuple):
+        return sum(a.nbytes for a in held if isinstance(a, np.ndarray))
+    return held.nbytes if isinstance(held, np.ndarray) else 0
+
+
 def forced_text(automaton: Automaton, state: State, limit: int = _FORCED_LIMIT) -> bytes:
     """The bytes every continuation from ``state`` starts with (empty at a branch or a final state)."""
     out = bytearray()
@@ -79,17 +93,27 @@ class MaskCache:
     """
 
     def __init__(
-        self, automaton: Automaton, vocab: TokenVocab, *, max_states: int = 4096, canonical: bool = True
+        self,
+        automaton: Automaton,
+        vocab: TokenVocab,
+        *,
+        max_states: int = 4096,
+        max_bytes: int = 2**62,
+        canonical: bool = True,
+        on_grow: Callable[[], None] | None = None,
     ) -> None:
         self.automaton = automaton
         self.vocab = vocab
         self.max_states = max_states
         self.canonical = canonical
+        self.max_bytes = max_bytes
+        self.on_grow = on_grow
         self._cache: OrderedDict[State, npt.NDArray[np.int32]] = OrderedDict()
         self.computed = 0
         self._lock = threading.Lock()
         self._masks: OrderedDict[State, Mask] = OrderedDict()
-        self._splits: dict[State, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None] = {}
+        self._splits: OrderedDict[State, _Split] = OrderedDict()
+        self._bytes = 0  # of every array the three maps hold, kept as they change
 
     def allowed(self, state: State) -> npt.NDArray[np.int32]:
         """Token ids allowed from ``state`` (EOS included when the automaton may end here)."""
@@ -100,11 +124,19 @@ class MaskCache:
                 return hit
         ids = self._compute(state)
         with self._lock:
-            self._cache[state] = ids
             self.computed += 1
-            if len(self._cache) > self.max_states:
-                self._cache.popitem(last=False)
+        self._put(self._cache, state, ids)
         return ids
+
+    def _put(self, table: OrderedDict[State, _H], state: State, value: _H) -> None:
+        """Keep ``value``; the oldest entries of ``table`` go past ``max_states`` or ``max_bytes``."""
+        with self._lock:
+            self._bytes += _size(value) - _size(table.get(state))
+            table[state] = value
+            while len(table) > self.max_states or (self._bytes > self.max_bytes and len(table) > 1):
+                self._bytes -= _size(table.popitem(last=False)[1])
+        if self.on_grow is not None:
+            self.on_grow()
 
     def states(self) -> int:
         """States held, at most ``max_states`` in each of the three maps."""
@@ -112,13 +144,9 @@ class MaskCache:
             return max(len(self._cache), len(self._masks), len(self._splits))
 
     def nbytes(self) -> int:
-        """Bytes held by cached id arrays (both forms)."""
-        total = sum(a.nbytes for a in self._cache.values())
-        for m in self._masks.values():
-            total += (m.allowed.nbytes if m.allowed is not None else 0) + (
-                m.blocked.nbytes if m.blocked is not None else 0
-            )
-        return total
+        """Bytes held by the cached id arrays of the three maps."""
+        with self._lock:
+            return self._bytes
 
     def _compute(self, state: State) -> npt.NDArray[np.int32]:
         a, vocab = self.automaton, self.vocab
@@ -155,7 +183,7 @@ class MaskCache:
         kept: npt.NDArray[np.int32] = ids[lengths >= max(inside)]
         return kept
 
-    def split(self, state: State) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None:
+    def split(self, state: State) -> _Split:
         """At a top-level choice between a tool call (option 0) and a text answer (option 1): the allowed
         tokens that commit to each; None where no token commits either way yet."""
         with self._lock:
@@ -175,10 +203,7 @@ class MaskCache:
                     answer.append(tid)
             if call and answer:
                 found = (np.asarray(call, dtype=np.int32), np.asarray(answer, dtype=np.int32))
-        with self._lock:
-            self._splits[state] = found
-            if len(self._splits) > self.max_states:  # oldest first: dicts keep insertion order
-                del self._splits[next(iter(self._splits))]
+        self._put(self._splits, state, found)
         return found
 
     def mask(self, state: State) -> Mask:
@@ -194,8 +219,5 @@ class MaskCache:
             )
         else:
             hit = Mask(blocked=None, allowed=allowed)
-        with self._lock:
-            self._masks[state] = hit
-            if len(self._masks) > self.max_states:
-                self._masks.popitem(last=False)
+        self._put(self._masks, state, hit)
         return hit

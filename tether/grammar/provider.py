@@ -1,8 +1,11 @@
 """Per-model constraint factory: vocabulary, compiled regexes and plans cached across requests.
 
 A plan (and its mask cache) is keyed by format, tool set, mode and tool choice,
-so the second request offering the same tools pays no mask computation. The model is anything
-with a vocabulary (:class:`Vocabulary`): an engine, or a tokenizer in a benchmark.
+so the second request offering the same tools pays no mask computation. Plans are dropped least
+recently used first, past ``max_plans`` of them or ``max_mask_bytes`` of masks together: a
+state inside a free string allows most of the vocabulary (~200 KB of ids), so a count of states
+alone does not bound memory. The model is anything with a vocabulary
+(:class:`Vocabulary`): an engine, or a tokenizer in a benchmark.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from tether.grammar.regex import RegexCompiler
 from tether.grammar.spec import JsonSpec, ReplySpec
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["ConstraintProvider", "Vocabulary"]
+__all__ = ["MASK_BYTES", "ConstraintProvider", "Vocabulary"]
+
+MASK_BYTES = 256 * 2**20
 
 
 class _SpecialIds(Protocol):
@@ -44,13 +49,14 @@ class Vocabulary(Protocol):
 class ConstraintProvider:
     """Builds ``ToolConstraint``s for one engine's vocabulary."""
 
-    def __init__(self, model: Vocabulary, *, max_plans: int = 64) -> None:
+    def __init__(self, model: Vocabulary, *, max_plans: int = 64, max_mask_bytes: int = MASK_BYTES) -> None:
         self.model = model
         self._vocab: TokenVocab | None = None
         self._regexes: RegexCompiler | None = None
         self._plans: OrderedDict[tuple[object, ...], tuple[ConstraintPlan, MaskCache]] = OrderedDict()
         self._lock = threading.Lock()
         self.max_plans = max_plans
+        self.max_mask_bytes = max_mask_bytes
 
     @property
     def regexes(self) -> RegexCompiler:
@@ -105,15 +111,25 @@ class ConstraintProvider:
             hit = self._plans.get(key)
         if hit is None:
             plan = make()
-            hit = (plan, MaskCache(plan.automaton, vocab))
-            with self._lock:
-                self._plans[key] = hit
-                while len(self._plans) > self.max_plans:
-                    self._plans.popitem(last=False)
+            masks = MaskCache(plan.automaton, vocab, max_bytes=self.max_mask_bytes, on_grow=self._trim)
+            hit = (plan, masks)
+        with self._lock:
+            self._plans[key] = hit
+            self._plans.move_to_end(key)
+            while len(self._plans) > self.max_plans:
+                self._plans.popitem(last=False)
         return hit
 
+    def _trim(self) -> None:
+        """A plan's masks grew (a request stepped into new states): the least recently used plans go
+        until the masks fit ``max_mask_bytes`` (a plan over it alone trims its own states)."""
+        with self._lock:
+            held = sum(m.nbytes() for _, m in self._plans.values())
+            while held > self.max_mask_bytes and len(self._plans) > 1:
+                held -= self._plans.popitem(last=False)[1][1].nbytes()
+
     def cache_fill(self) -> dict[str, CacheFill]:
-        """Plans by tool set and schema, and the mask states they hold together."""
+        """Plans by tool set and schema, and the mask states and bytes they hold together."""
         with self._lock:
             masks = [m for _, m in self._plans.values()]
         states = sum(m.states() for m in masks)
@@ -121,6 +137,7 @@ class ConstraintProvider:
         fill = {
             "constraint_plans": CacheFill(len(masks), self.max_plans),
             "constraint_mask_states": CacheFill(states, most),
+            "constraint_mask_bytes": CacheFill(sum(m.nbytes() for m in masks), self.max_mask_bytes),
         }
         if self._regexes is not None:
             fill.update(self._regexes.cache_fill())

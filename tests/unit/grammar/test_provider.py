@@ -72,3 +72,43 @@ def test_every_map_of_a_mask_cache_is_bounded() -> None:
         assert masks.states() <= 3
         state = plan.automaton.step(state, byte)
     assert masks.states() == 3
+
+
+def _held(masks: MaskCache) -> int:
+    """Bytes of every array the mask cache holds, counted afresh."""
+    total = sum(a.nbytes for a in masks._cache.values())
+    total += sum(a.nbytes for m in masks._masks.values() for a in (m.allowed, m.blocked) if a is not None)
+    return total + sum(s[0].nbytes + s[1].nbytes for s in masks._splits.values() if s is not None)
+
+
+def test_a_mask_cache_counts_the_bytes_it_holds_through_evictions() -> None:
+    provider = ConstraintProvider(_Pieces())
+    plan = json_plan(_schema("name", "country"), provider.regexes)
+    masks = MaskCache(plan.automaton, provider.vocab, max_states=3)
+    state = plan.automaton.start()
+    for byte in json.dumps({"name": "abcdef", "country": "gh"}).encode():
+        masks.mask(state)
+        masks.split(state)
+        assert masks.nbytes() == _held(masks) > 0
+        state = plan.automaton.step(state, byte)
+
+
+def _fill(provider: ConstraintProvider, i: int) -> None:
+    want = json.dumps({f"field{i}": "abc", "name": "x"})
+    drive(provider.vocab, provider.json(JsonSpec(_schema(f"field{i}", "name")), prompt_len=3), want)
+
+
+def test_plans_are_dropped_least_recently_used_first_to_stay_within_the_mask_bytes() -> None:
+    probe = ConstraintProvider(_Pieces())
+    _fill(probe, 0)
+    one = probe.cache_fill()["constraint_mask_bytes"].entries  # what one plan's masks take
+    provider = ConstraintProvider(_Pieces(), max_mask_bytes=int(2.5 * one))
+    for i in range(3):
+        _fill(provider, i)
+    _fill(provider, 0)  # taken again: now the most recently used
+    _fill(provider, 3)  # over the budget: the least recently used go
+    fill = provider.cache_fill()
+    assert fill["constraint_mask_bytes"].capacity == int(2.5 * one)
+    assert 0 < fill["constraint_mask_bytes"].entries <= fill["constraint_mask_bytes"].capacity
+    keys = [k[1] for k in provider._plans]
+    assert keys == [json.dumps(_schema(f"field{i}", "name")) for i in (0, 3)], keys
