@@ -1,7 +1,8 @@
 """Hang-ups on the bundled model over a real socket: both protocols, plain and streamed, sessions.
 
-The first request asks for a long reply and hangs up; the next one must be answered within a
-second, and ``/health`` must show the slot free and the request cancelled.
+The first request asks for a long reply and hangs up; the next one must be answered without
+waiting for it to finish (within 5 s: on a loaded CI machine a 4-token reply after a hang-up has
+taken 1.3 s), and ``/health`` must show the slot free and the request cancelled, not completed.
 """
 
 from __future__ import annotations
@@ -52,14 +53,14 @@ def base(smollm: LlamaCppEngine, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def next_answer_within_a_second(base: str, hung_up: float) -> None:
+def next_answer_without_waiting(base: str, hung_up: float) -> None:
     r = httpx.post(
         f"{base}/v1/chat/completions",
         json={"model": MODEL, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
         timeout=10,
     )
     assert r.status_code == 200, r.text
-    assert time.monotonic() - hung_up < 1.0, time.monotonic() - hung_up
+    assert time.monotonic() - hung_up < 5.0, time.monotonic() - hung_up
 
 
 def read_then_hang_up(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> float:
@@ -77,7 +78,7 @@ def read_then_hang_up(url: str, body: dict[str, Any], headers: dict[str, str] | 
 def test_openai_stream_hang_up(base: str) -> None:
     body = {"model": MODEL, "max_tokens": 2000, "stream": True, "messages": STORY}
     hung_up = read_then_hang_up(f"{base}/v1/chat/completions", body)
-    next_answer_within_a_second(base, hung_up)
+    next_answer_without_waiting(base, hung_up)
     snap = wait_for(base, lambda s: s["busy_slots"] == 0)
     assert snap["cancelled"] == 1 and snap["completed"] == 2
 
@@ -86,14 +87,14 @@ def test_openai_plain_request_hang_up(base: str) -> None:
     body = {"model": MODEL, "max_tokens": 2000, "messages": STORY}
     with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=httpx.Timeout(10, read=0.5)) as client:
         client.post(f"{base}/v1/chat/completions", json=body)
-    next_answer_within_a_second(base, time.monotonic())
+    next_answer_without_waiting(base, time.monotonic())
     assert wait_for(base, lambda s: s["busy_slots"] == 0)["cancelled"] == 1
 
 
 def test_anthropic_stream_hang_up(base: str) -> None:
     body = {"model": MODEL, "max_tokens": 2000, "stream": True, "messages": STORY}
     hung_up = read_then_hang_up(f"{base}/v1/messages", body)
-    next_answer_within_a_second(base, hung_up)
+    next_answer_without_waiting(base, hung_up)
     assert wait_for(base, lambda s: s["busy_slots"] == 0)["cancelled"] == 1
 
 
@@ -115,7 +116,7 @@ def test_session_stream_hang_up_mid_tool_call(base: str) -> None:
     ):
         for _ in r.iter_bytes():
             pass
-    next_answer_within_a_second(base, time.monotonic())
+    next_answer_without_waiting(base, time.monotonic())
     assert wait_for(base, lambda s: s["busy_slots"] == 0)["cancelled"] == 1
 
 
@@ -132,4 +133,4 @@ def test_fault_in_the_constraint_on_the_real_model_is_contained(
         r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=30)
         assert r.status_code == 500 and r.json()["error"]["code"] == "engine_error"
         wait_for(url, lambda s: s["busy_slots"] == 0)
-        next_answer_within_a_second(url, time.monotonic())
+        next_answer_without_waiting(url, time.monotonic())
