@@ -10,7 +10,7 @@ limit; glibc serves such a block with ``mmap`` until the first one is freed, the
 Smaller blocks freed inside an arena stay resident until the arena's top is free, which under
 steady traffic it rarely is: a soak on the bundled model gained ~0.9 MiB a minute this way while
 what it held stayed flat, and ``malloc_trim`` gave back 30 MiB of it at once. :func:`trim_every`
-returns such pages every few seconds (docs/reliability.md).
+returns such pages every ``TRIM_INTERVAL_S`` (30 s; docs/reliability.md).
 """
 
 from __future__ import annotations
