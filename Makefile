@@ -1,5 +1,5 @@
 # tether developer commands. `make serve` and `make test` work on a fresh machine.
-.PHONY: setup setup-test serve test test-fast test-vllm test-clients test-chaos lint bench bench-backend bench-batch bench-load bench-soak eval clean
+.PHONY: setup setup-test serve test test-fast test-vllm test-clients test-chaos lint bench bench-backend bench-batch bench-stream bench-load bench-soak eval clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -57,6 +57,12 @@ bench-backend: setup
 bench-batch: setup
 	scripts/install_llama_server.sh >/dev/null
 	$(PY) -m benchmarks.bench_batch $(ARGS)
+
+# One user, one stream: single-stream decode vs llama-server and the per-token profile (docs/benchmarks.md).
+bench-stream: setup
+	scripts/install_llama_server.sh >/dev/null
+	$(VENV)/bin/pip install -q -e '.[bench]'
+	$(PY) -m benchmarks.bench_stream $(ARGS)
 
 bench-load: setup
 	$(PY) -m benchmarks.bench_load $(ARGS)

@@ -252,7 +252,8 @@ def serve(
         _setting(
             "batching",
             "auto | on | off: advance all slots' requests together in one llama.cpp context "
-            "(auto: when --slots > 1; off: one context per slot).",
+            "(auto: on for llama.cpp, even with one slot, for its own decode thread, jump-forward and "
+            "drafts; off: one context per slot).",
         ),
     ] = None,
     speculate: Annotated[

@@ -56,7 +56,7 @@ class ServerConfig:
     compaction: bool = False
     tool_view_share: float = 0.25
     preempt: bool = False
-    # auto: one batched llama.cpp context when --slots > 1 (docs/batching.md); off: a context per slot
+    # auto: one batched llama.cpp context, for any --slots (docs/batching.md); off: a context per slot
     batching: Literal["auto", "on", "off"] = "auto"
     speculate: bool = True  # jump-forward over forced text and prompt-lookup drafts (batched engine)
     queue_timeout_s: float | None = 300.0

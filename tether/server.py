@@ -67,7 +67,9 @@ def _engine_kind(config: ServerConfig) -> tuple[str, Path | None]:
     path = Path(config.model_path) if config.model_path else bundled_model_path()
     if config.engine == "mlx" or (config.engine == "auto" and path.is_dir()):
         return "mlx", path
-    if config.batching == "on" or (config.batching == "auto" and config.slots > 1):
+    # Batched even for one slot: decoding runs on the runner's thread, so the Python per token
+    # overlaps the next step instead of delaying it, and strict calls get jump-forward and drafts.
+    if config.batching != "off":
         return "llama-batched", path
     return "llama", path
 

@@ -70,10 +70,11 @@ def _engines(monkeypatch: pytest.MonkeyPatch, config: ServerConfig) -> list[Any]
 
 
 def test_load_engines_batches_slots_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert [e.kind for e in _engines(monkeypatch, ServerConfig(slots=1))] == ["context"]
+    assert [e.kind for e in _engines(monkeypatch, ServerConfig(slots=1))] == ["sequence"]  # a lone user too
     assert [e.kind for e in _engines(monkeypatch, ServerConfig(slots=3))] == ["sequence"] * 3
     assert [e.kind for e in _engines(monkeypatch, ServerConfig(slots=1, batching="on"))] == ["sequence"]
     assert [e.kind for e in _engines(monkeypatch, ServerConfig(slots=2, batching="off"))] == ["context"] * 2
+    assert [e.kind for e in _engines(monkeypatch, ServerConfig(slots=1, batching="off"))] == ["context"]
 
 
 def test_batching_on_is_refused_for_mlx(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -3,15 +3,17 @@
 A small model asked "is it raining in Lima?" with a weather tool offered may answer "no, it's not
 raining in Lima" — a confident fake, the worst reply a tool-calling proxy can return. On a fresh
 ask under ``tool_choice: auto`` with ``recheck_answers`` set, this stage holds a text reply back
-until it ends; when both the request and the answer are about one offered tool (their embedding
+(for how long: below); when both the request and the answer are about one offered tool (their embedding
 similarity to the tool's sentence, :mod:`tether.selection.semantic`, at least ``recheck_answers``
 each), the turn is run again with the decision made for a call (``ChatJob.call_decided``) and an
 ``answer_recalled`` intervention. So is an answer that opens by saying it cannot help ("I don't
 have the ability to…") to a request about one offered tool (the request's similarity alone at least
 ``recheck_answers``): the model disowns what the tool does. The call still passes the guard: one
 whose values nobody said is abstained from, and then the first answer stands (no third
-generation). A reply that calls, that answers about something no tool supplies, or that follows a
-call the guard abstained from, streams as it is (text held back only until the reply ends).
+generation). A reply that calls, or that follows a call the guard abstained from, streams as it
+is. Text is held back only until its opening (300 characters) has been read clean, or to the end
+of a shorter reply; a request about no offered tool (its similarity to each below
+``recheck_answers``) can have no answer recalled, and its reply streams from the first token.
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ def refused_tool(
     return (tools[best].name, asked[best]) if asked[best] >= threshold else None
 
 
+def _joined(texts: Sequence[TextOut]) -> str:
+    return "".join(t.text for t in texts)
+
+
 def _applies(job: ChatJob) -> bool:
     return (
         job.guard.recheck_answers > 0
@@ -90,10 +96,20 @@ class AnswerCheckStage:
         self.stats = stats
 
     def __call__(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
-        return self._checked(turn, rest) if _applies(turn.job) else rest(turn)
+        return self._checked(turn, rest) if self._may_recall(turn.job) else rest(turn)
+
+    def _may_recall(self, job: ChatJob) -> bool:
+        """Both recalls need the request about one offered tool: any other reply is never held."""
+        if not _applies(job):
+            return False
+        request = request_text(job.messages)
+        if not readable(request):
+            return False
+        return max(self.semantic.scores(request, offered_tools(job))) >= job.guard.recheck_answers
 
     async def _checked(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
-        held: list[TextOut] | None = []  # None once the reply calls: then everything streams
+        held: list[TextOut] | None = []  # None once released: then everything streams
+        size = 0
         finish: FinishOut | None = None
         async with closing_stream(rest(turn)) as events:
             async for ev in events:
@@ -108,24 +124,19 @@ class AnswerCheckStage:
                     yield ev
                 else:
                     held.append(ev)
+                    size += len(ev.text)
+                    # An invented reading or a refusal shows in the answer's opening: once that
+                    # much is clean, the rest streams as it comes.
+                    if size >= _OPENING and self._found(turn.job, _joined(held)) is None:
+                        for text in held:
+                            yield text
+                        held = None
         assert finish is not None
         # A text that follows a call the guard abstained from is the answer it chose: asking for the
         # call again would bring the same call back (greedy, same prompt) and abstain again.
         if held:
-            job = turn.job
-            answer = "".join(t.text for t in held)
             abstained = any(n.kind == "call_abstained" for n in finish.interventions)
-            found: tuple[str, float, str] | None = None
-            if not abstained:
-                request, tools, bar = (
-                    request_text(job.messages),
-                    offered_tools(job),
-                    job.guard.recheck_answers,
-                )
-                if stated := invented_tool(self.semantic, request, answer, tools, bar):
-                    found = (*stated, "stated what {} supplies")
-                elif refused := refused_tool(self.semantic, request, answer, tools, bar):
-                    found = (*refused, "refused what {} does")
+            found = None if abstained else self._found(turn.job, _joined(held))
             if found is not None:
                 async for ev in self._recalled(turn, rest, finish, found, held):
                     yield ev
@@ -133,6 +144,15 @@ class AnswerCheckStage:
             for text in held:
                 yield text
         yield finish
+
+    def _found(self, job: ChatJob, answer: str) -> tuple[str, float, str] | None:
+        """The tool ``answer`` invented a result of or refused the work of, with its similarity."""
+        request, tools, bar = request_text(job.messages), offered_tools(job), job.guard.recheck_answers
+        if stated := invented_tool(self.semantic, request, answer, tools, bar):
+            return (*stated, "stated what {} supplies")
+        if refused := refused_tool(self.semantic, request, answer, tools, bar):
+            return (*refused, "refused what {} does")
+        return None
 
     async def _recalled(
         self,

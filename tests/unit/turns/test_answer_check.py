@@ -125,6 +125,49 @@ async def test_an_answer_about_something_no_tool_supplies_streams_as_it_is() -> 
     assert len(inner.jobs) == 1 and not stats.interventions
 
 
+async def test_a_reply_to_a_request_about_no_tool_streams_from_its_first_token() -> None:
+    check, _ = stage()
+    joke = ChatJob((Message("user", "Tell me a joke"),), (WEATHER, CURRENCY), guard=GUARD)
+    produced: list[str] = []
+
+    async def inner(turn: Turn) -> AsyncIterator[TurnEvent]:
+        for part in ("Why did ", "the chicken ", "cross?"):
+            produced.append(part)
+            yield TextOut(part)
+        yield FinishOut("stop", Usage(50, 3, 50, generations=1))
+
+    events = check(Turn(joke), inner)
+    first = await anext(events)
+    assert isinstance(first, TextOut) and first.text == "Why did " and produced == ["Why did "]
+    assert [type(e) async for e in events] == [TextOut, TextOut, FinishOut]
+
+
+async def test_a_long_answer_streams_once_its_opening_reads_clean() -> None:
+    check, _ = stage()
+    about = ChatJob((Message("user", "Weather talk: tell me a long joke"),), (WEATHER, CURRENCY), guard=GUARD)
+    produced: list[str] = []
+    parts = ["Here is a joke. " * 10, "It goes on. " * 20, "The end."]  # the opening: 160 + 240 chars
+
+    async def inner(turn: Turn) -> AsyncIterator[TurnEvent]:
+        for part in parts:
+            produced.append(part)
+            yield TextOut(part)
+        yield FinishOut("stop", Usage(50, 90, 50, generations=1))
+
+    events = check(Turn(about), inner)
+    first = await anext(events)
+    assert isinstance(first, TextOut) and first.text == parts[0] and len(produced) == 2  # not the end
+    assert [type(e) async for e in events] == [TextOut, TextOut, FinishOut]
+
+
+async def test_a_long_invented_answer_is_held_to_its_end_and_recalled() -> None:
+    check, _ = stage()
+    reading = "In Riga the weather is sunny, temperature 22 degrees. " * 8
+    inner = Inner(text_reply(reading), call_reply())
+    events = await run(check, ASK, inner)
+    assert [type(e) for e in events] == [ToolCall, FinishOut] and len(reading) > 300
+
+
 async def test_a_reply_that_calls_streams_at_once_and_is_not_checked() -> None:
     check, _ = stage()
     inner = Inner([TextOut("Let me check. "), CALL, FinishOut("tool_calls", Usage(50, 8, 50, generations=1))])
