@@ -110,6 +110,7 @@ class AnswerCheckStage:
     async def _checked(self, turn: Turn, rest: Next) -> AsyncIterator[TurnEvent]:
         held: list[TextOut] | None = []  # None once released: then everything streams
         size = 0
+        judged = False  # the opening is read once: a suspect one is held to the end, not re-read per token
         finish: FinishOut | None = None
         async with closing_stream(rest(turn)) as events:
             async for ev in events:
@@ -127,10 +128,12 @@ class AnswerCheckStage:
                     size += len(ev.text)
                     # An invented reading or a refusal shows in the answer's opening: once that
                     # much is clean, the rest streams as it comes.
-                    if size >= _OPENING and self._found(turn.job, _joined(held)) is None:
-                        for text in held:
-                            yield text
-                        held = None
+                    if not judged and size >= _OPENING:
+                        judged = True
+                        if self._found(turn.job, _joined(held)) is None:
+                            for text in held:
+                                yield text
+                            held = None
         assert finish is not None
         # A text that follows a call the guard abstained from is the answer it chose: asking for the
         # call again would bring the same call back (greedy, same prompt) and abstain again.

@@ -160,12 +160,26 @@ async def test_a_long_answer_streams_once_its_opening_reads_clean() -> None:
     assert [type(e) async for e in events] == [TextOut, TextOut, FinishOut]
 
 
-async def test_a_long_invented_answer_is_held_to_its_end_and_recalled() -> None:
-    check, _ = stage()
-    reading = "In Riga the weather is sunny, temperature 22 degrees. " * 8
-    inner = Inner(text_reply(reading), call_reply())
+class CountingEmbedder(KeywordEmbedder):
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+async def test_a_long_invented_answer_is_held_to_its_end_and_recalled_reading_its_opening_once() -> None:
+    embedder = CountingEmbedder()
+    check = AnswerCheckStage(SemanticRelevance(embedder))
+    sentence = "In Riga the weather is sunny, temperature 22 degrees. "
+    reply: list[TurnEvent] = [TextOut(sentence) for _ in range(40)]  # one event per sentence
+    inner = Inner([*reply, FinishOut("stop", Usage(50, 400, 50, generations=1))], call_reply())
     events = await run(check, ASK, inner)
-    assert [type(e) for e in events] == [ToolCall, FinishOut] and len(reading) > 300
+    assert [type(e) for e in events] == [ToolCall, FinishOut]
+    # The request and the tools once each, the opening once and the whole answer once: not one
+    # embedding per event after the opening.
+    assert embedder.texts <= 6, embedder.texts
 
 
 async def test_a_reply_that_calls_streams_at_once_and_is_not_checked() -> None:
