@@ -20,7 +20,7 @@ from typing import Any
 
 from tether.coercion import schema_types
 
-__all__ = ["composed", "extractive_kind", "names_a_file"]
+__all__ = ["composed", "extractive_kind", "identifier_words", "names_a_file"]
 
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # Words that mark a coding agent's composed parameters (opencode, Continue, aider, Claude Code tools).
@@ -45,6 +45,15 @@ def names_a_file(name: str) -> bool:
     """Whether a parameter named ``name`` takes a file's name or path (``path``, ``filePath``,
     ``file_name``, ``target_file``): a value the conversation writes as a file name, whole."""
     return any(w.lower() in _FILE_WORDS for w in _NAME_WORD.findall(name))
+
+
+def identifier_words(name: str) -> frozenset[str] | None:
+    """For a parameter that takes an identifier (``id``, ``order_id``, ``eventId``), the other words
+    of its name (``{"order"}``); None for any other parameter."""
+    words = [w.lower() for w in _NAME_WORD.findall(name)]
+    if "id" not in words and "ids" not in words:
+        return None
+    return frozenset(w for w in words if w not in ("id", "ids"))
 
 
 def extractive_kind(schema: Any, name: str = "") -> str | None:

@@ -3,8 +3,9 @@
 Ways a small model's call goes wrong in users' own requests, each with tether's answer: a date-time
 whose time of day it garbles (asked again among the said ones), optional values it invents (left to
 the tool's default), a question no tool answers whose "value" is the schema's own word (no call),
-and a file name it begins at the wrong word ("Read notes.txt" as the path: the value begins where
-the request writes a file name).
+a file name it begins at the wrong word ("Read notes.txt" as the path: the value begins where
+the request writes a file name), an id after a tool result read off a date (the id the result
+labels as one), and a value begun mid-word ("example.com" of "bob@example.com").
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.support.socket_server import ask_with_tools, serving
@@ -134,3 +136,51 @@ def test_a_file_name_is_the_one_the_request_writes(
     calls = reply["choices"][0]["message"].get("tool_calls") or []
     assert calls and calls[0]["function"]["name"] == tool, reply["choices"][0]["message"]
     assert json.loads(calls[0]["function"]["arguments"])[key] == expected
+
+
+CREATE_EVENT = tool(
+    "create_event",
+    "Create a calendar event; returns its id.",
+    {"title": {"type": "string"}, "date": {"type": "string", "description": "YYYY-MM-DD"}},
+    ["title", "date"],
+)
+INVITE = tool(
+    "invite",
+    "Invite someone to an existing event by event id.",
+    {"event_id": {"type": "integer"}, "email": {"type": "string"}},
+    ["event_id", "email"],
+)
+
+
+def test_an_id_another_call_returns_is_taken_from_its_result(base: str) -> None:
+    # "Create … and invite …": the invite takes the id the result labels (not the date's 2025) and the
+    # address whole, from a word's start (it was "example.com" of "bob@example.com").
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": 'Create an event "Design review" on 2025-05-02 and invite bob@example.com to it.',
+        }
+    ]
+    invites: list[dict[str, Any]] = []
+    for _ in range(3):
+        body = {
+            "model": "smollm2-135m-instruct",
+            "messages": messages,
+            "tools": [CREATE_EVENT, INVITE],
+            "temperature": 0,
+            "max_tokens": 128,
+        }
+        r = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=300)
+        assert r.status_code == 200, r.text
+        message = r.json()["choices"][0]["message"]
+        calls = message.get("tool_calls") or []
+        if not calls:
+            break
+        messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": calls})
+        for call in calls:
+            name = call["function"]["name"]
+            if name == "invite":
+                invites.append(json.loads(call["function"]["arguments"]))
+            result = "Created event with id 2." if name == "create_event" else "Invited."
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    assert invites == [{"event_id": 2, "email": "bob@example.com"}], invites

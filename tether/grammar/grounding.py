@@ -30,9 +30,9 @@ import numpy.typing as npt
 
 from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.spans import SpanIndex, SpanLedger, readings_for
+from tether.grammar.spans import SpanIndex, SpanLedger, labelled_ids, readings_for
 from tether.grammar.vocab import TokenVocab
-from tether.schema_kinds import extractive_kind, names_a_file
+from tether.schema_kinds import extractive_kind, identifier_words, names_a_file
 
 __all__ = ["ArgsTracker", "GroundingProcessor"]
 
@@ -173,6 +173,7 @@ class GroundingProcessor:
         bias: float = 4.0,
         listed: tuple[int, int] | None = None,
         flags: Mapping[str, frozenset[str]] | None = None,
+        answered: frozenset[tuple[str, str, str]] = frozenset(),
     ) -> None:
         self.vocab = vocab
         self.index = SpanIndex(source.encode("utf-8"), vocab)
@@ -189,6 +190,7 @@ class GroundingProcessor:
         self.tracker = ArgsTracker(opener, frozenset(self.kinds))
         self.ledger = SpanLedger(listed)
         self.flags = flags or {}  # per tool, the boolean parameters the conversation mentions
+        self.answered = answered
         self._true: npt.NDArray[np.int32] | None = None
         self.seen = prompt_len
         self.bias = bias
@@ -205,9 +207,12 @@ class GroundingProcessor:
             self.seen = n
             self._take_written()
         cut = self._cut_short()  # once per step: the boost and the penalty both need it
-        # A file name is copied, never composed: its first token gets twice the preference.
-        named = self._file_name_start()
+        # A file name is copied, never composed: its first token gets twice the preference, and one
+        # this tool already read (answered) as much against it.
+        named, read = self._file_name_start()
         boost, bias = (named, 2 * self.bias) if named is not None else (self._boost(cut), self.bias)
+        if read is not None and read.size:
+            logits[read] -= 2 * self.bias
         if boost is not None and boost.size:
             finite = boost[np.isfinite(logits[boost])]
             logits[finite] += bias
@@ -278,18 +283,28 @@ class GroundingProcessor:
             return self._numbers(b"", call, key, cut)
         return None
 
-    def _file_name_start(self) -> npt.NDArray[np.int32] | None:
+    def _file_name_start(self) -> tuple[npt.NDArray[np.int32] | None, npt.NDArray[np.int32] | None]:
         """At the empty value of a file parameter: the first tokens of the file names the text
-        writes ("Read notes.txt" begins at ``notes``, not at ``Read``); None elsewhere or when it
-        writes none."""
+        writes ("Read notes.txt" begins at ``notes``, not at ``Read``), and apart those of the names
+        an answered call of this tool already took for it (``answered``), less any token that also
+        begins another name; (None, None) elsewhere, and None for a set that is empty."""
         tr = self.tracker
         key = tr.value_key()
         if tr.string is None or tr.string or key is None or self._kind() != "string":
-            return None
+            return None, None
         if key not in self.file_params.get(tr.tool or "", ()):
-            return None
-        named = self.index.file_name_starts(self.ledger.blocked(tr.calls - 1, key))
-        return named if named.size else None
+            return None, None
+        blocked = self.ledger.blocked(tr.calls - 1, key)
+        done: set[int] = set()
+        for tool, param, value in self.answered:
+            if tool == tr.tool and param == key and value:
+                raw = value.encode("utf-8")
+                done |= {end - len(raw) for end in self.index.occurrences(raw)}
+        named = self.index.file_name_starts(blocked | done)
+        read = self.index.file_name_starts(blocked | (self.index.chunk_starts() - done)) if done else None
+        if read is not None:
+            read = np.setdiff1d(read, named)
+        return (named if named.size else None), (read if read is not None and read.size else None)
 
     def _at_value(self) -> bool:
         """Right before a member's value, at the top level of the arguments."""
@@ -330,7 +345,8 @@ class GroundingProcessor:
         return self._ends
 
     def _suited(self, key: str) -> list[tuple[int, int, bytes]]:
-        """The conversation's numbers as this parameter reads them (:func:`readings_for`)."""
+        """The conversation's numbers as this parameter reads them (:func:`readings_for`); for an
+        identifier, the ones labelled as such (:func:`labelled_ids`) where there are any."""
         tool = self.tracker.tool or ""
         found = self._readings.get((tool, key))
         if found is None:
@@ -342,6 +358,11 @@ class GroundingProcessor:
             said = f"{key} {schema.get('description', '')}"
             integer = "integer" in types and "number" not in types
             found = readings_for(self.index.text, self.index.number_spans, integer=integer, description=said)
+            # An id is a number the conversation labels as one ("Created event with id 2"), not the
+            # year of a date beside it: labelled ones, where there are any, are the only preferred.
+            words = identifier_words(key)
+            labelled = labelled_ids(self.index.text, found, words) if words is not None else []
+            found = labelled or found
             self._readings[(tool, key)] = found
         return found
 

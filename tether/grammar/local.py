@@ -86,5 +86,6 @@ class LocalCompiler:
                 bias=g.bias,
                 listed=g.listed,
                 flags=g.flags,
+                answered=g.answered,
             )
         return LocalConstraint(spec, constraint, grounding)

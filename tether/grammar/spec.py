@@ -28,13 +28,17 @@ class GroundingSpec:
 
     ``opener``: the bytes that open a call's arguments; ``bias``: the logit bonus of a copied
     continuation; ``listed``: the byte range of a list the request enumerates (one item per call);
-    ``flags``: per tool, the boolean parameters the request mentions."""
+    ``flags``: per tool, the boolean parameters the request mentions; ``answered``: values the task's
+    answered calls used."""
 
     source: str
     opener: bytes
     bias: float = 4.0
     listed: tuple[int, int] | None = None
     flags: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # (tool, parameter, value) of the current task's calls that answered: a file already read by a
+    # tool is not the file name preferred for its next call.
+    answered: frozenset[tuple[str, str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.steering import Steering
 from tether.schema_kinds import extractive_kind
+from tether.selection.clauses import clauses, request_steps
 from tether.selection.enumeration import enumerated_items
 from tether.selection.next_step import next_step
 from tether.selection.relevance import ToolRelevance, rank_tools
@@ -65,11 +66,14 @@ class DecisionModel:
     # After a tool result: the prior when a step is left, and when every asked-for tool has answered
     # (then minus this), and the name prior's extra weight on the tools still to call. Set, not fitted,
     # against the model's log-odds bounded at ±10 (grammar.steering.LOG_ODDS_BOUND): a step left is
-    # taken unless the model is fairly sure it is done (−5); a finished task is answered unless the
-    # model is certain of another call (the bundled model otherwise goes on to accounts, orders and
-    # files nobody asked about).
+    # taken unless the model is fairly sure it is done (−5); a finished task is answered, beyond the
+    # bound (the bundled model is often certain of another call: it goes on to accounts, orders and
+    # files nobody asked about, or calls again what just answered).
     in_loop_step_prior: float = 5.0
-    in_loop_done_prior: float = 10.0
+    in_loop_done_prior: float = 12.0
+    # A part of a request ("Read README.md", of "Read README.md, then …") is a step for the tool whose
+    # words it uses above this fresh-ask prior: a few words say less than a whole request does.
+    part_prior: float = -5.0
     pending_name_bias: float = 4.0
     prerequisite_name_bias: float = 10.0  # a tool a failure names ("Call login first")
     tool_prior_weight: float = 8.0
@@ -124,9 +128,17 @@ def request_text(messages: Sequence[Message]) -> str:
 def relevance(
     messages: Sequence[Message], tools: Sequence[ToolSpec], semantic: SemanticRelevance | None = None
 ) -> list[ToolRelevance]:
-    """Every offered tool's relevance to the request: lexical, and in meaning where ``semantic`` is given."""
+    """Every offered tool's relevance to the request: lexical, and in meaning where ``semantic`` is given
+    (the closest of the whole request and its parts, :func:`tether.selection.clauses.clauses`)."""
     request = request_text(messages)
-    return rank_tools(request, tools, semantic.scores(request, tools) if semantic is not None else None)
+    if semantic is None:
+        return rank_tools(request, tools)
+    sims = semantic.scores(request, tools)
+    parts = clauses(request)
+    if parts:  # a part alone can say what the whole, read as one topic, does not
+        best = semantic.part_scores(parts, tools).max(axis=0)
+        sims = [max(s, float(b)) for s, b in zip(sims, best, strict=True)]
+    return rank_tools(request, tools, sims)
 
 
 def steering_for(
@@ -147,15 +159,20 @@ def steering_for(
         # all-MiniLM reads English: a request in another script is judged by the lexical fit alone.
         semantic, model = None, DecisionModel()
     ranked = relevance(messages, tools, semantic)
+    steps = request_steps(request_text(messages), tools, model, semantic)
     in_loop = bool(messages) and messages[-1].role == "tool"
-    step = next_step(messages, tools, ranked, model) if in_loop else None
+    step = next_step(messages, tools, ranked, model, steps) if in_loop else None
     prior = 0.0 if not decide else step.prior if step is not None else model.prior(ranked)
     weight = model.in_loop_tool_prior_weight if in_loop else model.tool_prior_weight
     name_prior = {r.tool: weight * model.name_score(r) for r in ranked} if names and len(tools) > 1 else {}
     if name_prior and step is not None:
-        for tool in step.pending:
+        # The first step left is the next one; later ones get half (the request's order is the plan).
+        for k, tool in enumerate(dict.fromkeys(step.pending)):
             named = tool in step.named
-            name_prior[tool] += model.prerequisite_name_bias if named else model.pending_name_bias
+            bias = model.prerequisite_name_bias if named else model.pending_name_bias
+            name_prior[tool] += bias if k == 0 or named else bias / 2
+    elif name_prior and len(set(steps)) > 1:
+        name_prior[steps[0]] += model.pending_name_bias  # a fresh ask of several steps starts at its first
     max_calls = enumerated_items(request_text(messages)) if cap and not in_loop else None
     # Items one call can hold ("a triangle with sides 3, 4 and 5") do not ask for more calls.
     several = max_calls is not None and max_calls > 1 and not any(_holds(t, max_calls) for t in tools)

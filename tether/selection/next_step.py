@@ -5,10 +5,13 @@ After a tool result the model's own log-odds alone used to decide, and a small m
 second step on its own ("log in as jdoe and tell me my balance" ends after ``login``). The evidence
 here, all from the conversation:
 
-* the tools the request asks for: each offered tool whose fit alone would call on a fresh ask (the
-  fresh-ask prior of :class:`~tether.selection.decision.DecisionModel` over that one tool above 0);
+* the tools the request asks for: per part of the request, in its order, the tool the part asks for
+  (:func:`tether.selection.clauses.request_steps`), and each offered tool whose fit to the whole
+  request alone would call on a fresh ask (the fresh-ask prior of
+  :class:`~tether.selection.decision.DecisionModel` over that one tool above 0);
 * the tools that have answered: called since the user's last message, with a result that does not
-  read as a failure (:func:`tether.chat.reads_as_failure`);
+  read as a failure (:func:`tether.chat.reads_as_failure`); each such call serves one part, first to
+  last, so "read a.txt, then read b.txt" has a step left after one read;
 * the last results: a failure that names an offered tool ("Error: not logged in. Call login first.")
   points to that tool.
 
@@ -16,12 +19,15 @@ A tool the request asks for that has not answered, or a failure that names a too
 the prior is ``+in_loop_step_prior`` and those tools are the name prior's favourites (a tool a
 failure names most of all: the model otherwise asks again for what was refused). Every tool the
 request asks for having answered, with no failure since, is a finished task: ``-in_loop_done_prior``.
-Otherwise (a failure that names nothing) the model's log-odds decide, as before.
+When the request's words ask for no tool by themselves, the tools called for it are the ones it asked
+for (the fresh ask's decision judged the request to want them): their having answered is a finished
+task too. Otherwise (a failure that names nothing) the model's log-odds decide.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,7 +39,7 @@ from tether.selection.relevance import ToolRelevance
 if TYPE_CHECKING:
     from tether.selection.decision import DecisionModel
 
-__all__ = ["NextStep", "next_step"]
+__all__ = ["NextStep", "answered_values", "next_step"]
 
 
 @dataclass(frozen=True)
@@ -63,24 +69,51 @@ def next_step(
     tools: Sequence[ToolSpec],
     ranked: Sequence[ToolRelevance],
     model: DecisionModel,
+    steps: Sequence[str] = (),
 ) -> NextStep:
-    """The evidence for another call after a tool result (see the module doc)."""
+    """The evidence for another call after a tool result (see the module doc); ``steps``: the tools
+    the request's parts ask for, in order (:func:`tether.selection.clauses.request_steps`)."""
     task = _task(messages)
     names = {c.id: c.name for m in task if m.role == "assistant" for c in m.tool_calls}
-    answered = {
+    answered = Counter(
         names[m.tool_call_id]
         for m in task
         if m.role == "tool" and m.tool_call_id in names and not reads_as_failure(m.content)
-    }
+    )
     last = [m.content for m in _trailing_results(task)]
     named = [n for text in last if reads_as_failure(text) for n in _named(text, tools)]
-    asked = [r.tool for r in ranked if model.prior([r]) > 0]
-    pending = tuple(dict.fromkeys([*named, *(t for t in asked if t not in answered)]))
+    left = Counter(answered)
+    todo = []
+    for tool in steps:  # each answered call serves one part, first to last
+        if left[tool] > 0:
+            left[tool] -= 1
+        else:
+            todo.append(tool)
+    asked = [*steps, *(r.tool for r in ranked if model.prior([r]) > 0 and r.tool not in steps)]
+    pending = tuple(
+        dict.fromkeys([*named, *todo, *(t for t in asked if t not in steps and t not in answered)])
+    )
     if pending:
         return NextStep(model.in_loop_step_prior, pending, tuple(dict.fromkeys(named)))
-    if asked and not any(reads_as_failure(text) for text in last):
+    # Where the request's words alone name no tool, the calls made for it are what it asked for: the
+    # fresh ask's decision took them for the request.
+    if (asked or answered) and not any(reads_as_failure(text) for text in last):
         return NextStep(-model.in_loop_done_prior)
     return NextStep(0.0)
+
+
+def answered_values(messages: Sequence[Message]) -> frozenset[tuple[str, str, str]]:
+    """(tool, parameter, value) of each string argument of the current task's calls that answered."""
+    task = _task(messages)
+    calls = {c.id: c for m in task if m.role == "assistant" for c in m.tool_calls}
+    return frozenset(
+        (call.name, key, value)
+        for m in task
+        if m.role == "tool" and (call := calls.get(m.tool_call_id or "")) is not None
+        if not reads_as_failure(m.content)
+        for key, value in call.arguments.items()
+        if isinstance(value, str)
+    )
 
 
 def _trailing_results(task: Sequence[Message]) -> list[Message]:

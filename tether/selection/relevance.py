@@ -50,9 +50,20 @@ _SWITCH = frozenset(
 )
 
 
+# Nouns made of a verb: "the calculator" asks for ``calculate``, "a conversion" for ``convert``.
+_DERIVED: tuple[tuple[str, str, int], ...] = (
+    *(("ations", "at", 4), ("ation", "at", 4), ("ators", "at", 4), ("ator", "at", 4)),
+    *(("ions", "", 5), ("ion", "", 5)),
+)
+
+
 def stem(word: str) -> str:
-    """A light English stem: plurals, -ing, -ed, -ly (enough to match "roots"/"root", "calculating"/"calculate")."""
+    """A light English stem: plurals, -ing, -ed, -ly, and the nouns -ation, -ator, -ion make of a verb
+    (enough to match "roots"/"root", "calculating"/"calculate", "calculator"/"calculate")."""
     w = word.lower()
+    for suffix, repl, base in _DERIVED:
+        if len(w) - len(suffix) >= base and w.endswith(suffix):
+            return w[: len(w) - len(suffix)] + repl
     for suffix, repl, min_len in (
         ("ies", "y", 5),
         ("sses", "ss", 5),

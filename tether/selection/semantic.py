@@ -87,6 +87,14 @@ class SemanticRelevance:
                 "semantic_requests": CacheFill(len(self._requests), self.max_requests),
             }
 
+    def part_scores(self, parts: Sequence[str], tools: Sequence[ToolSpec]) -> npt.NDArray[np.float32]:
+        """Each part's similarity to each tool: one row per part (the parts of one request)."""
+        if not parts or not tools:
+            return np.zeros((len(parts), len(tools)), dtype=np.float32)
+        queries = self._embedded(self._requests, tuple(parts), self.max_requests)
+        vectors = self._embedded(self._sets, tuple(tool_sentence(t) for t in tools), self.max_sets)
+        return np.asarray(queries @ vectors.T, dtype=np.float32)
+
     def scores(self, request: str, tools: Sequence[ToolSpec]) -> list[float]:
         """Each tool's similarity to ``request``, in the order of ``tools`` (all 0 with no request)."""
         if not tools or not request.strip():

@@ -13,7 +13,9 @@ Repaired, where the intent is clear:
   table: :func:`tether.guardrails.names.resolve_name`) is called by that name;
 * an id used twice is given a fresh one, each result keeping the call it answers (a result answers
   the earliest call still waiting with its id; one without an id, the earliest call still waiting);
-* a call no result answers gets one that says so, written as a failure ("Error: …").
+* a call no result answers gets one that says so, written as a failure ("Error: …");
+* a lone call that failed and then succeeded when made again, identically, is left out with its
+  failure: the model answers from the result it has, not the error before it.
 
 Otherwise summarised as text the model cannot copy as a call:
 
@@ -31,7 +33,7 @@ from dataclasses import dataclass, replace
 import structlog
 
 from tether.calls import ToolCall, new_call_id
-from tether.chat import Message
+from tether.chat import Message, reads_as_failure
 from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.names import declared_aliases, resolve_name
 from tether.jsonscan import loads_lenient
@@ -167,7 +169,33 @@ def safe_history(
         else:
             out.append(msg)
     flush(len(messages))
-    return tuple(out), tuple(repairs)
+    dropped = _retried_failures(out)
+    repairs += [HistoryRepair(i, "failure_retried", out[i].tool_calls[0].name) for i in sorted(dropped)[::2]]
+    return tuple(m for i, m in enumerate(out) if i not in dropped), tuple(repairs)
+
+
+def _retried_failures(out: Sequence[Message]) -> set[int]:
+    """The indices to leave out: a lone call that failed and was then made again, identically, with
+    a result that did not fail, goes together with its failure (the model otherwise answers from
+    the error it no longer has: "the service timed out" after the retry's reading)."""
+    drop: set[int] = set()
+    for i, msg in enumerate(out[:-1]):
+        result = out[i + 1]
+        if msg.role != "assistant" or len(msg.tool_calls) != 1 or msg.content.strip():
+            continue
+        call = msg.tool_calls[0]
+        if result.role != "tool" or result.tool_call_id != call.id or not reads_as_failure(result.content):
+            continue
+        for j in range(i + 2, len(out) - 1):
+            later, answer = out[j], out[j + 1]
+            if later.role == "user":
+                break
+            again = [c for c in later.tool_calls if (c.name, c.arguments) == (call.name, call.arguments)]
+            if again and answer.role == "tool" and answer.tool_call_id == again[0].id:
+                if not reads_as_failure(answer.content):
+                    drop |= {i, i + 1}
+                break
+    return drop
 
 
 def safe_job(job: ChatJob) -> ChatJob:

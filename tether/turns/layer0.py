@@ -22,6 +22,7 @@ from tether.grammar.spec import GroundingSpec, OutputSpec, ReplySpec
 from tether.selection.decision import DecisionModel, request_text, steering_for
 from tether.selection.enumeration import enumerated_list
 from tether.selection.grounded import conversation_text
+from tether.selection.next_step import answered_values
 from tether.selection.relevance import mentioned_flags
 from tether.selection.semantic import SemanticRelevance
 from tether.turns.core import Prepared, SpecFactory
@@ -98,6 +99,7 @@ def reply_spec_factory(
                 grounding_bias,
                 listed_range(source, request) if several else None,
                 mentioned_flags(request, prepared.tools),
+                answered_values(job.messages),
             )
         return ReplySpec(
             prepared.fmt,

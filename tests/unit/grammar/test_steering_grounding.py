@@ -394,13 +394,18 @@ def test_a_mentioned_switch_prefers_true() -> None:
     assert _grounding_step(plain, head)[ord("t")] == 0.0
 
 
-def test_starts_outside_blocked_positions_are_the_union_over_the_free_ones() -> None:
-    text = b"weather in Paris, then London, then Paris again"
+def test_starts_outside_blocked_positions_are_the_union_over_the_free_word_starts() -> None:
+    text = b"weather in Paris, then London, then Paris again; mail bob@example.com"
     index = SpanIndex(text, VOCAB)
+    words = [0, *(p for p in range(1, len(text)) if not (chr(text[p - 1]).isalnum() or text[p - 1] in b"@_"))]
     for blocked in (set(), set(range(11, 16)), set(range(0, 30)), set(range(len(text)))):
         at = index._tokens_at()
-        union = sorted({t for p in range(len(text)) if p not in blocked for t in at[p]})
+        union = sorted({t for p in words if p not in blocked for t in at[p]})
         assert index.start_except(blocked).tolist() == union
+    # A value begins where a word does: "bob@example.com", not "example.com" or "ob".
+    start = index.start().tolist()
+    assert ord("b") in start and ord("P") in start
+    assert ord("e") not in start and ord("x") not in start  # "example" only after "@", "xample" mid-word
 
 
 READ = ToolSpec(

@@ -84,3 +84,23 @@ def test_ids_used_twice_get_fresh_ones_and_keep_their_results() -> None:
 def test_names_are_not_judged_when_no_tools_are_offered() -> None:
     history = [ASK, made("anything", '{"x": 1}'), result("ok")]
     assert safe_history(history, []) == (tuple(history), ())
+
+
+def test_a_failure_retried_identically_with_success_is_left_out() -> None:
+    history = [
+        ASK,
+        made("read_file", '{"path": "a.txt"}', "c1"),
+        result("Error: the disk is busy. Retry.", "c1"),
+        made("read_file", '{"path": "a.txt"}', "c2"),
+        result("hello", "c2"),
+    ]
+    out, repairs = safe_history(history, [READ])
+    assert out == (ASK, history[3], history[4]) and [r.kind for r in repairs] == ["failure_retried"]
+    # Retried with other values, or failing again, the failure stays: it says what went wrong.
+    other = [*history[:3], made("read_file", '{"path": "b.txt"}', "c2"), result("hello", "c2")]
+    again = [*history[:4], result("Error: the disk is busy. Retry.", "c2")]
+    assert safe_history(other, [READ])[0] == tuple(other)
+    assert safe_history(again, [READ])[0] == tuple(again)
+    # A later request's retry does not reach back past its user message.
+    later = [*history[:3], Message("user", "try again"), *history[3:]]
+    assert safe_history(later, [READ])[0] == tuple(later)

@@ -1,0 +1,75 @@
+"""Identifier parameters prefer the numbers the conversation labels as ids."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tether.grammar.formats.base import ToolSpec
+from tether.grammar.grounding import GroundingProcessor
+from tether.grammar.spans import labelled_ids, number_spans
+from tether.grammar.vocab import TokenVocab
+from tether.schema_kinds import identifier_words
+
+PIECES = [bytes([i]) for i in range(256)] + [b""]
+VOCAB = TokenVocab.from_pieces(PIECES, [256])
+INVITE = ToolSpec(
+    "invite",
+    "Invite someone to an event by event id.",
+    {
+        "type": "object",
+        "properties": {"event_id": {"type": "integer"}, "guests": {"type": "integer"}},
+    },
+)
+
+
+def test_identifier_parameters_and_their_other_name_words() -> None:
+    assert identifier_words("event_id") == frozenset({"event"})
+    assert identifier_words("orderId") == frozenset({"order"})
+    assert identifier_words("id") == frozenset()
+    assert identifier_words("idea") is None and identifier_words("width") is None
+
+
+def test_labelled_ids_are_the_numbers_after_an_id_label() -> None:
+    text = b'On 2025-05-02.\nCreated event with id 2. [{"id": 7, "price": 30}] see order 17, #5, 3 guests'
+    found = {n for _, _, n in labelled_ids(text, number_spans(text), frozenset({"order"}))}
+    assert found == {b"2", b"7", b"17", b"5"}
+    assert {n for _, _, n in labelled_ids(text, number_spans(text), frozenset())} == {b"2", b"7", b"5"}
+
+
+def _step(g: GroundingProcessor, text: bytes) -> np.ndarray:
+    return g(np.asarray(list(text), dtype=np.intc), np.zeros(len(PIECES), dtype=np.single))
+
+
+def test_an_id_parameter_prefers_the_labelled_id_over_a_dates_year() -> None:
+    source = 'Create an event "Design review" on 2025-05-02 and invite 3 people.\nCreated event with id 24.'
+    head = b'{"name": "invite", "arguments": {"event_id": '
+    out = _step(GroundingProcessor(VOCAB, source, [INVITE], prompt_len=0), head)
+    assert out[ord("2")] == 4.0 and out[ord("3")] == 0.0  # 24 only, not 3 or 2025's year
+    out = _step(GroundingProcessor(VOCAB, source, [INVITE], prompt_len=0), head + b"2")
+    assert out[ord("4")] == 4.0 and out[ord("0")] == 0.0 and out[ord(",")] == 0.0
+    # Another integer parameter keeps every number of the conversation.
+    out = _step(
+        GroundingProcessor(VOCAB, source, [INVITE], prompt_len=0),
+        b'{"name": "invite", "arguments": {"guests": ',
+    )
+    assert out[ord("3")] == 4.0 and out[ord("2")] == 4.0
+    # With no labelled id, an id parameter keeps them all too.
+    out = _step(GroundingProcessor(VOCAB, "Invite 3 people on 2025-05-02", [INVITE], prompt_len=0), head)
+    assert out[ord("2")] == 4.0 and out[ord("3")] == 4.0
+
+
+READ = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
+
+
+def test_a_file_this_tool_already_read_is_not_the_next_one_preferred() -> None:
+    source = "Read README.md for background, then read logs/server.log"
+    head = b'{"name": "read_file", "arguments": {"path": "'
+    fresh = _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0), head)
+    assert fresh[ord("R")] == 8.0 and fresh[ord("l")] == 8.0  # both file names begin here
+    answered = frozenset({("read_file", "path", "README.md")})
+    out = _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, answered=answered), head)
+    assert out[ord("l")] == 8.0 and out[ord("R")] == -8.0
+    other = frozenset({("write_file", "path", "README.md")})  # another tool's use says nothing here
+    assert (
+        _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, answered=other), head)[ord("R")] == 8.0
+    )

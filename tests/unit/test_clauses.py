@@ -1,0 +1,119 @@
+"""A request's parts: each can ask for a tool, in the order the request says them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from tether.calls import ToolCall
+from tether.chat import Message
+from tether.grammar.formats.base import ToolSpec
+from tether.selection.clauses import clauses, request_steps
+from tether.selection.decision import DecisionModel, relevance, steering_for
+from tether.selection.next_step import answered_values, next_step
+from tether.selection.relevance import stem
+from tether.selection.semantic import SemanticRelevance
+
+READ = ToolSpec(
+    "read_file", "Read a text file.", {"type": "object", "properties": {"path": {"type": "string"}}}
+)
+TICKET = ToolSpec(
+    "file_ticket",
+    "File a support ticket with an error code and the component it came from.",
+    {"type": "object", "properties": {"code": {"type": "string"}, "component": {"type": "string"}}},
+)
+NOTE = ToolSpec(
+    "add_note",
+    "Save a short note for the user.",
+    {"type": "object", "properties": {"text": {"type": "string"}}},
+)
+MODEL = DecisionModel()
+ASK = "Read README.md for background, then read logs/server.log and file a ticket with its error code."
+
+
+def test_a_request_splits_at_clause_punctuation_then_and_and() -> None:
+    assert clauses(ASK) == [
+        "Read README.md for background,",
+        "read logs/server.log",
+        "file a ticket with its error code.",
+    ]
+    assert clauses("Weather in Paris and London?") == []  # "London?" alone is no part: one part, no split
+    assert clauses("Read a.txt and then b.txt, and tell me the version.")[-1] == "tell me the version."
+
+
+def test_the_steps_follow_the_request_and_a_second_read_of_another_file_is_another_step() -> None:
+    assert request_steps(ASK, [READ, TICKET], MODEL, None) == ["read_file", "read_file", "file_ticket"]
+    # A part that says no value of its own asks again for nothing: one step.
+    water = ToolSpec(
+        "log_water", "Log glasses of water drunk.", {"type": "object", "properties": {"glasses": {}}}
+    )
+    assert request_steps("I drank 3 glasses of water, please log the water.", [water], MODEL, None) == [
+        "log_water"
+    ]
+
+
+def _after(*exchanges: tuple[ToolCall, str]) -> list[Message]:
+    out = [Message("user", ASK)]
+    for call, result in exchanges:
+        out += [Message("assistant", "", tool_calls=(call,)), Message("tool", result, tool_call_id=call.id)]
+    return out
+
+
+def test_each_answered_call_serves_one_part_and_the_first_part_left_is_next() -> None:
+    tools = [READ, TICKET]
+    steps = request_steps(ASK, tools, MODEL, None)
+    first = (ToolCall("read_file", {"path": "README.md"}, "c1"), "Background: billing.")
+    messages = _after(first)
+    found = next_step(messages, tools, relevance(messages, tools), MODEL, steps)
+    assert found.prior == MODEL.in_loop_step_prior and found.pending == ("read_file", "file_ticket")
+    steered = steering_for(messages, tools, MODEL, decide=True, names=True)
+    assert steered.name_prior["read_file"] > steered.name_prior["file_ticket"]
+    assert answered_values(messages) == frozenset({("read_file", "path", "README.md")})
+    # A fresh ask of several steps starts at its first: the file is read before the ticket is filed.
+    fresh = steering_for([Message("user", ASK)], tools, MODEL, decide=True, names=True)
+    plain = steering_for(
+        [Message("user", "file a ticket with its error code")], tools, MODEL, decide=True, names=True
+    )
+    gap = fresh.name_prior["read_file"] - fresh.name_prior["file_ticket"]
+    assert (
+        gap - (plain.name_prior["read_file"] - plain.name_prior["file_ticket"]) > MODEL.pending_name_bias / 2
+    )
+
+
+def test_calls_made_for_a_request_whose_words_name_no_tool_answer_it_when_they_answered() -> None:
+    move = ToolSpec(
+        "transfer", "Transfer money between accounts.", {"type": "object", "properties": {"amount": {}}}
+    )
+    messages = [
+        Message("user", "Move 250.75 euros from my checking account to savings."),
+        Message("assistant", "", tool_calls=(ToolCall("transfer", {"amount": 250.75}, "c1"),)),
+        Message("tool", "Created transfers entry 1.", tool_call_id="c1"),
+    ]
+    ranked = relevance(messages, [move])
+    assert MODEL.prior(ranked) < 0  # the words alone would not call
+    assert next_step(messages, [move], ranked, MODEL).prior == -MODEL.in_loop_done_prior
+    failed = [*messages[:2], Message("tool", "Error: the bank is closed.", tool_call_id="c1")]
+    assert next_step(failed, [move], relevance(failed, [move]), MODEL).prior == 0.0
+
+
+class ByTopic:
+    """Texts about notes point one way, everything else another (a stand-in for meaning)."""
+
+    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        rows = [[1.0, 0.0] if "note" in t.lower() and "milk" not in t.lower() else [0.0, 1.0] for t in texts]
+        return np.asarray(rows, dtype=np.float32)
+
+
+def test_a_part_can_say_in_meaning_what_the_whole_request_does_not() -> None:
+    semantic = SemanticRelevance(ByTopic())
+    whole = [Message("user", "Save a note for me: buy oat milk.")]
+    assert semantic.scores("Save a note for me: buy oat milk.", [NOTE]) == [0.0]
+    assert relevance(whole, [NOTE], semantic)[0].semantic == 1.0  # "Save a note for me:" alone
+
+
+def test_nouns_made_of_verbs_share_the_verbs_stem() -> None:
+    assert stem("calculator") == stem("calculate") == stem("calculation")
+    assert stem("deletion") == stem("delete") and stem("prediction") == stem("predict")
+    assert stem("station") != stem("stats")  # too short a stem to cut

@@ -1,0 +1,73 @@
+"""The parts of a request, each of which can ask for a tool, in the order the request says them.
+
+"Read README.md for background, then read logs/server.log, find the single ERROR line and file a
+ticket" asks for three calls in one sentence. A sentence-embedding model reads the whole request as
+one topic, and a short command with a long payload ("Save a note for me: buy oat milk") as the
+payload's topic; each part alone says which tool it wants. Parts are split at sentence and clause
+punctuation and at ``then`` / ``and``; a piece with fewer than two words ("London" of "Paris and
+London") is no part. A request of one part has no parts beyond itself.
+
+:func:`request_steps` orders the offered tools the parts ask for, first to last: the next step after
+a tool result (:mod:`tether.selection.next_step`) is the first part whose tool has not answered, and a
+fresh ask with several steps prefers the first one's tool.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tether.grammar.formats.base import ToolSpec
+from tether.selection.relevance import ToolRelevance, rank_tools
+
+if TYPE_CHECKING:
+    from tether.selection.decision import DecisionModel
+    from tether.selection.semantic import SemanticRelevance
+
+__all__ = ["clauses", "request_steps"]
+
+_SPLIT = re.compile(r"(?<=[.!?;:,])\s+|\n+|\s+(?:and\s+then|then|and)\s+", re.IGNORECASE)
+_LEAD = re.compile(r"^(?:and\s+then|then|and)\s+", re.IGNORECASE)  # ", then read …" begins at "read"
+_WORD = re.compile(r"[A-Za-z]{2,}")
+# What a part says as a value: a token with a digit, a dot or a slash in it, or a quoted text.
+_VALUE = re.compile(r"\"[^\"]+\"|'[^']+'|[\w/.-]*\d[\w/.-]*\w|\d|\w[\w-]*[./][\w/.-]*\w")
+
+
+def clauses(request: str) -> list[str]:
+    """The request's parts in order (see the module doc); empty when it has only one."""
+    parts = [_LEAD.sub("", p.strip()) for p in _SPLIT.split(request) if p and p.strip()]
+    parts = [p for p in parts if len(_WORD.findall(p)) >= 2]
+    return parts if len(parts) > 1 else []
+
+
+def part_relevance(
+    request: str, tools: Sequence[ToolSpec], semantic: SemanticRelevance | None
+) -> list[list[ToolRelevance]]:
+    """Each part's relevance to every offered tool (lexical, and in meaning with ``semantic``)."""
+    parts = clauses(request)
+    if not parts:
+        return []
+    sims = semantic.part_scores(parts, tools) if semantic is not None else None
+    return [rank_tools(part, tools, None if sims is None else sims[i]) for i, part in enumerate(parts)]
+
+
+def request_steps(
+    request: str, tools: Sequence[ToolSpec], model: DecisionModel, semantic: SemanticRelevance | None
+) -> list[str]:
+    """The tools the request's parts ask for, in the request's order: per part, the best-fitting tool
+    when the part uses its words and its fit is above ``model.part_prior``. A part that asks for the tool the part before it
+    asked for is another call only when it says a value of its own ("read a.txt, then read b.txt";
+    not "I drank 3 glasses, please log them")."""
+    steps: list[str] = []
+    said: set[str] = set()
+    for part, ranked in zip(clauses(request), part_relevance(request, tools, semantic), strict=False):
+        best = max(ranked, key=model.evidence)
+        # A part is short: it asks for a tool whose words it uses, with a fit below a whole request's.
+        if model.prior([best]) <= model.part_prior or not (best.coverage or best.name):
+            continue
+        values = set(_VALUE.findall(part))
+        if not (steps and steps[-1] == best.tool and values <= said):
+            steps.append(best.tool)
+        said = values
+    return steps
