@@ -146,6 +146,8 @@ class SpanIndex:
         self._at: list[list[int]] | None = None
         self._start: npt.NDArray[np.int32] | None = None
         self._starts: Counter[int] | None = None
+        self._words: frozenset[int] | None = None
+        self._chunks: frozenset[int] | None = None
 
     def _tokens_at(self) -> list[list[int]]:
         if self._at is None:
@@ -160,12 +162,14 @@ class SpanIndex:
             ]
         return self._at
 
-    def _word_starts(self) -> list[int]:
+    def _word_starts(self) -> frozenset[int]:
         """Positions where a word begins: not right after a letter, a digit, ``@`` or ``_``. A value
         begins at one (of 2,382 string values BFCL expects that its questions write, 9 do not, and
-        those in Chinese or after a dot): ``bob@example.com``, not ``example.com``."""
-        text = self.text
-        return [p for p in range(len(text)) if p == 0 or not (_JOINED.match(text, p - 1))]
+        those in Chinese or after a dot): ``bob@example.com``, not ``example.com``. Once per request."""
+        if self._words is None:
+            text = self.text
+            self._words = frozenset(p for p in range(len(text)) if p == 0 or not _JOINED.match(text, p - 1))
+        return self._words
 
     def start(self) -> npt.NDArray[np.int32]:
         """Tokens that begin a substring at a word's start (the first token of a value)."""
@@ -189,9 +193,11 @@ class SpanIndex:
         ids.discard(-1)
         return np.asarray(sorted(ids), dtype=np.int32)
 
-    def chunk_starts(self) -> set[int]:
+    def chunk_starts(self) -> frozenset[int]:
         """Where each whitespace- or quote-delimited piece of the text begins (a file name does)."""
-        return {m.start() for m in _CHUNK.finditer(self.text)}
+        if self._chunks is None:
+            self._chunks = frozenset(m.start() for m in _CHUNK.finditer(self.text))
+        return self._chunks
 
     def start_except(self, blocked: set[int]) -> npt.NDArray[np.int32]:
         """Tokens that begin a substring at some position outside ``blocked``.
@@ -204,7 +210,7 @@ class SpanIndex:
         at = self._tokens_at()
         if self._starts is None:
             self._starts = Counter(t for p in self._word_starts() for t in at[p])
-        starts = set(self._word_starts()) if blocked else set()
+        starts = self._word_starts()
         lost = Counter(t for p in blocked if p < len(at) and p in starts for t in at[p])
         gone = [t for t, n in lost.items() if n >= self._starts[t]]
         return np.setdiff1d(self.start(), np.asarray(gone, dtype=np.int32), assume_unique=True)

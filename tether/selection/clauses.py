@@ -43,25 +43,27 @@ def clauses(request: str) -> list[str]:
 
 def part_relevance(
     request: str, tools: Sequence[ToolSpec], semantic: SemanticRelevance | None
-) -> list[list[ToolRelevance]]:
-    """Each part's relevance to every offered tool (lexical, and in meaning with ``semantic``)."""
+) -> list[tuple[str, list[ToolRelevance]]]:
+    """Each part, with its relevance to every offered tool (lexical, and in meaning with ``semantic``)."""
     parts = clauses(request)
     if not parts:
         return []
     sims = semantic.part_scores(parts, tools) if semantic is not None else None
-    return [rank_tools(part, tools, None if sims is None else sims[i]) for i, part in enumerate(parts)]
+    return [
+        (part, rank_tools(part, tools, None if sims is None else sims[i])) for i, part in enumerate(parts)
+    ]
 
 
 def request_steps(
     request: str, tools: Sequence[ToolSpec], model: DecisionModel, semantic: SemanticRelevance | None
 ) -> list[str]:
     """The tools the request's parts ask for, in the request's order: per part, the best-fitting tool
-    when the part uses its words and its fit is above ``model.part_prior``. A part that asks for the tool the part before it
-    asked for is another call only when it says a value of its own ("read a.txt, then read b.txt";
-    not "I drank 3 glasses, please log them")."""
+    when the part uses its words and its fit is above ``model.part_prior``. A part that asks for the
+    tool the part before it asked for is another call only when it says a value of its own ("read
+    a.txt, then read b.txt"; not "I drank 3 glasses, please log them")."""
     steps: list[str] = []
     said: set[str] = set()
-    for part, ranked in zip(clauses(request), part_relevance(request, tools, semantic), strict=False):
+    for part, ranked in part_relevance(request, tools, semantic):
         best = max(ranked, key=model.evidence)
         # A part is short: it asks for a tool whose words it uses, with a fit below a whole request's.
         if model.prior([best]) <= model.part_prior or not (best.coverage or best.name):
