@@ -10,6 +10,9 @@ decision (:mod:`tether.selection.decision`) all classify parameters the same way
   name, a place or a number.
 * A *composed* one (:func:`composed`) is text the model writes rather than copies: a file's
   ``content``, a shell ``command``, code, a patch, a pattern. It is never extractive.
+* A *shaped* one (:func:`wanted_shape`) asks for its value in a given form: an ISO date, a
+  two-letter state, "City, Country" (the guard reshapes a value to it, layer 0's grounding begins
+  a date parameter's value where the text writes a date).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from tether.coercion import schema_types
 
-__all__ = ["composed", "extractive_kind", "identifier_words", "names_a_file"]
+__all__ = ["composed", "examples", "extractive_kind", "identifier_words", "names_a_file", "wanted_shape"]
 
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # Words that mark a coding agent's composed parameters (opencode, Continue, aider, Claude Code tools).
@@ -32,10 +35,27 @@ _COMPOSED = frozenset(
 )
 
 
-def composed(name: str) -> bool:
+_PROGRAM = frozenset({"source", "snippet", "program", "function", "python", "js", "javascript", "sql"})
+# What a bare ``code`` holds when its description names the kind of code: an identifier ("Error code,
+# e.g. E1234", "the airport code"), unless the kind is a language ("Python code to run").
+_KIND_OF_CODE = re.compile(
+    r"\b(?!(?:the|a|an|this|that|your|some|of|source|program|python|javascript|typescript|js|java|sql|"
+    r"shell|bash|html|css|c|cpp|go|rust|ruby|php)\b)[a-z]+ code\b",
+    re.IGNORECASE,
+)
+
+
+def composed(name: str, description: str = "") -> bool:
     """Whether a parameter named ``name`` holds text the model writes rather than names: a file's
-    content, a shell command, code, a patch, a pattern (``content``, ``newCommand``, ``regex``)."""
-    return any(w.lower() in _COMPOSED for w in _NAME_WORD.findall(name))
+    content, a shell command, code, a patch, a pattern (``content``, ``newCommand``, ``regex``). A
+    code of some kind is a name, not a program: ``country_code``, or ``code`` described as an
+    "error code"."""
+    words = [w.lower() for w in _NAME_WORD.findall(name)]
+    others = set(words) - {"code"}
+    named = "code" in words and not others & (_COMPOSED | _PROGRAM)
+    if named and (others or _KIND_OF_CODE.search(description)):
+        return False
+    return any(w in _COMPOSED for w in words)
 
 
 _FILE_WORDS = frozenset({"path", "file", "filename", "filepath", "files", "paths"})
@@ -56,6 +76,23 @@ def identifier_words(name: str) -> frozenset[str] | None:
     return frozenset(w for w in words if w not in ("id", "ids"))
 
 
+_EXAMPLE = re.compile(
+    r"\b(?:e\.g\.|for example|for instance|such as|example:)[,:]?\s+['\"`]?([^\s'\"`,;()]+)", re.I
+)
+
+
+def examples(schema: Any) -> list[str]:
+    """The example values a parameter's schema gives (``examples``, ``example``, and in its description
+    "e.g. E1234", "such as 'CA'"): what the schema illustrates, never what a user said."""
+    if not isinstance(schema, Mapping):
+        return []
+    out = [str(v) for v in schema.get("examples") or [] if isinstance(v, (str, int, float))]
+    if isinstance(schema.get("example"), (str, int, float)):
+        out.append(str(schema["example"]))
+    out += _EXAMPLE.findall(str(schema.get("description") or ""))
+    return [v.rstrip(".") for v in out if v.rstrip(".")]
+
+
 def extractive_kind(schema: Any, name: str = "") -> str | None:
     """``"string"`` or ``"number"`` for a value the conversation should supply; None otherwise.
 
@@ -65,9 +102,40 @@ def extractive_kind(schema: Any, name: str = "") -> str | None:
         return None
     types = schema_types(schema)
     if "string" in types:
-        return None if composed(name) else "string"
+        return None if composed(name, str(schema.get("description") or "")) else "string"
     if "integer" in types or "number" in types:
         return "number"
     if "array" in types:
         return extractive_kind(schema.get("items"), name)
+    return None
+
+
+_STATE_CODE = re.compile(
+    r"two[- ]letter|abbreviat|state code|postal code of the state|e\.g\.,?\s*'?\"?[A-Z]{2}\b'?\"?", re.I
+)
+
+
+_CITY_STATE = re.compile(r"city,\s*state|'[A-Z][a-z]+(?: [A-Z][a-z]+)*, [A-Z]{2}'", re.I)
+_CITY_STATE_EXAMPLE = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*, [A-Z]{2}\b")
+_CITY_COUNTRY = re.compile(r"city,\s*country", re.I)
+
+
+def wanted_shape(spec: Mapping[str, Any]) -> str | None:
+    """The shape a string parameter asks for: ``date`` (ISO), ``date-time`` (ISO, ``date-time-z`` in
+    UTC), ``us-date``, ``state-code``, ``city-state``, ``city-country``, or None."""
+    if spec.get("format") in ("date", "date-time"):
+        return str(spec["format"])
+    text = str(spec.get("description") or "")
+    if m := re.search(r"YYYY-MM-DD[T ]HH:MM(?::SS)?(Z)?", text):
+        return "date-time-z" if m.group(1) else "date-time"
+    if _CITY_COUNTRY.search(text):
+        return "city-country"
+    if _CITY_STATE.search(text) or (re.search(r"\bcity\b", text, re.I) and _CITY_STATE_EXAMPLE.search(text)):
+        return "city-state"
+    if re.search(r"YYYY-MM-DD", text, re.I) and not re.search(r"YYYY-MM-DD[T ]HH", text, re.I):
+        return "date"
+    if re.search(r"MM/DD/YYYY", text, re.I):
+        return "us-date"
+    if re.search(r"\bstate\b", text, re.I) and _STATE_CODE.search(text):
+        return "state-code"
     return None

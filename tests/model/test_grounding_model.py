@@ -5,7 +5,9 @@ whose time of day it garbles (asked again among the said ones), optional values 
 the tool's default), a question no tool answers whose "value" is the schema's own word (no call),
 a file name it begins at the wrong word ("Read notes.txt" as the path: the value begins where
 the request writes a file name), an id after a tool result read off a date (the id the result
-labels as one), and a value begun mid-word ("example.com" of "bob@example.com").
+labels as one), a value begun mid-word ("example.com" of "bob@example.com"), a value opened by a
+token that merges its quote with other bytes (``"}``), a date and a time given to the wrong
+parameters, and a file name left midway ("greetestart.txt").
 """
 
 from __future__ import annotations
@@ -184,3 +186,37 @@ def test_an_id_another_call_returns_is_taken_from_its_result(base: str) -> None:
             result = "Created event with id 2." if name == "create_event" else "Invited."
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     assert invites == [{"event_id": 2, "email": "bob@example.com"}], invites
+
+
+CALCULATE = tool(
+    "calculate",
+    "Evaluate an arithmetic expression such as 2 * (3 + 4).",
+    {"expression": {"type": "string", "description": "The expression"}},
+    ["expression"],
+)
+CALENDAR = tool(
+    "create_event",
+    "Add an event to the user's calendar.",
+    {
+        "title": {"type": "string"},
+        "date": {"type": "string", "description": "YYYY-MM-DD"},
+        "time": {"type": "string", "description": "HH:MM, 24-hour clock"},
+    },
+    ["title", "date"],
+)
+
+
+def test_a_value_whose_quote_comes_merged_with_other_bytes_is_still_copied(base: str) -> None:
+    # The model's first choice at the value was the one token '"}' (a string opened and "}" written):
+    # the call was abstained from as unsaid and the product invented in text (321).
+    assert arguments(ask(base, "Use the calculator to compute 17 * 23.", CALCULATE)) == {
+        "expression": "17 * 23"
+    }
+
+
+def test_a_date_and_a_time_go_to_their_parameters_and_a_file_name_is_copied_whole(base: str) -> None:
+    # Were: title "2025-03-14", date "09:30"; and path "greetestart.txt".
+    args = arguments(ask(base, "Put a dentist appointment in my calendar on 2025-03-14 at 09:30.", CALENDAR))
+    assert args["date"] == "2025-03-14" and args["time"] == "09:30" and "dentist" in args["title"]
+    reply = ask_with_tools(base, 'Write "hello world" to greeting.txt.', [READ_FILE, WRITE_FILE])
+    assert arguments(reply)["filePath"] == "greeting.txt"

@@ -10,7 +10,7 @@ import numpy.typing as npt
 from tether.calls import ToolCall
 from tether.chat import Message
 from tether.grammar.formats.base import ToolSpec
-from tether.selection.clauses import clauses, request_steps
+from tether.selection.clauses import clauses, declines_action, request_steps
 from tether.selection.decision import DecisionModel, relevance, steering_for
 from tether.selection.next_step import answered_values, next_step
 from tether.selection.relevance import stem
@@ -71,15 +71,14 @@ def test_each_answered_call_serves_one_part_and_the_first_part_left_is_next() ->
     steered = steering_for(messages, tools, MODEL, decide=True, names=True)
     assert steered.name_prior["read_file"] > steered.name_prior["file_ticket"]
     assert answered_values(messages) == frozenset({("read_file", "path", "README.md")})
-    # A fresh ask of several steps starts at its first: the file is read before the ticket is filed.
+    # A fresh ask of several steps starts at its first, however well a later one fits the whole: the
+    # file is read before the ticket is filed.
     fresh = steering_for([Message("user", ASK)], tools, MODEL, decide=True, names=True)
+    assert fresh.name_prior["read_file"] == fresh.name_prior["file_ticket"] + MODEL.pending_name_bias
     plain = steering_for(
         [Message("user", "file a ticket with its error code")], tools, MODEL, decide=True, names=True
     )
-    gap = fresh.name_prior["read_file"] - fresh.name_prior["file_ticket"]
-    assert (
-        gap - (plain.name_prior["read_file"] - plain.name_prior["file_ticket"]) > MODEL.pending_name_bias / 2
-    )
+    assert plain.name_prior["read_file"] < plain.name_prior["file_ticket"]  # one step: as the words say
 
 
 def test_calls_made_for_a_request_whose_words_name_no_tool_answer_it_when_they_answered() -> None:
@@ -117,3 +116,14 @@ def test_nouns_made_of_verbs_share_the_verbs_stem() -> None:
     assert stem("calculator") == stem("calculate") == stem("calculation")
     assert stem("deletion") == stem("delete") and stem("prediction") == stem("predict")
     assert stem("station") != stem("stats")  # too short a stem to cut
+
+
+def test_a_request_that_forbids_the_action_it_asks_about_is_answered() -> None:
+    assert declines_action("What does deleting my account do? Just explain, don't do it.")
+    assert declines_action("How would you restart the server? Do not actually run that.")
+    assert not declines_action("Delete my account.")
+    assert not declines_action("Don't forget to send it to Bob.")
+    assert not declines_action("Do it now: restart the server.")
+    tools = [ToolSpec("delete_account", "Delete the user's account.", {"type": "object", "properties": {}})]
+    asked = [Message("user", "What does deleting my account do? Just explain, don't do it.")]
+    assert steering_for(asked, tools, DecisionModel(), decide=True, names=True).call_prior < -10

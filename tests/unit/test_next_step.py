@@ -80,3 +80,20 @@ def test_the_name_prior_favours_the_tools_still_to_call() -> None:
     assert loop.call_prior == MODEL.in_loop_step_prior
     assert loop.name_prior["get_balance"] - loop.name_prior["login"] > 0
     assert fresh.call_prior == MODEL.prior(relevance([ASK], TOOLS))  # a fresh ask is judged as before
+
+
+def test_a_tool_whose_parts_have_answered_is_not_the_next_step_while_another_is_left() -> None:
+    # The balance answered before the login the request also asks for: login is left, and another
+    # balance call (the model's habit: the same tool again, a value from its result) is not preferred.
+    found = next_step(
+        step(BALANCED), TOOLS, relevance(step(BALANCED), TOOLS), MODEL, ("login", "get_balance")
+    )
+    assert found.pending == ("login",) and found.served == ("get_balance",)
+    both = next_step(
+        step(LOGGED_IN), TOOLS, relevance(step(LOGGED_IN), TOOLS), MODEL, ("login", "get_balance")
+    )
+    assert both.served == ("login",)
+    twice = next_step(
+        step(BALANCED), TOOLS, relevance(step(BALANCED), TOOLS), MODEL, ("get_balance", "get_balance")
+    )
+    assert twice.served == ()  # a second part asks for it again

@@ -11,7 +11,7 @@ from tether.chat import Message
 from tether.grammar.formats.base import ToolSpec
 from tether.selection.decision import DecisionModel, request_text, steering_for
 from tether.selection.enumeration import enumerated_items
-from tether.selection.relevance import content_words, rank_tools, stem, weight
+from tether.selection.relevance import content_words, rank_tools, stem, value_kinds, weight
 
 WEATHER = ToolSpec(
     "get_weather",
@@ -245,6 +245,12 @@ def test_optional_enum_values_the_request_names_are_found() -> None:
     assert mentioned_choices("its height in feet", {**unit, "required": ["unit"]}, required=True) == {
         "unit": "feet"
     }
+    # A code in capitals names the word it begins ("euros" is EUR); lower-case or short ones do not.
+    money = {"type": "object", "properties": {"currency": {"type": "string", "enum": ["USD", "EUR", "GBP"]}}}
+    assert mentioned_choices("Move 250.75 euros to savings", money) == {"currency": "EUR"}
+    assert mentioned_choices("Move 250.75 to savings", money) == {}
+    short = {"type": "object", "properties": {"state": {"type": "string", "enum": ["CA", "NY"]}}}
+    assert mentioned_choices("can you check", short) == {}
     # Choices quoted in a description count as an enum of them; one quoted value is only an example.
     quoted = {
         "type": "object",
@@ -450,3 +456,23 @@ def test_a_switch_the_request_turns_on_or_off_is_named_with_its_value() -> None:
     assert mentioned_switches("It should have laundry service", params) == {"has_laundry_service": "True"}
     assert mentioned_switches("Find me a unisex salon in the city", params) == {"is_unisex": True}
     assert mentioned_switches("A salon, not in the city", params) == {}  # only on/off parameters
+
+
+def test_a_value_counts_as_the_word_of_its_kind() -> None:
+    assert value_kinds("Read handbook.md, then src/app/main.py").split() == [
+        "Read",
+        "file",
+        ",",
+        "then",
+        "file",
+    ]
+    assert value_kinds("Email alice@example.com or see https://x.org/a.txt").split() == [
+        *("Email", "email", "or", "see", "url"),
+    ]
+    # Not files: abbreviations, versions, dates, units, a word run into the next after a dot.
+    for text in ("Liverpool F.C. won", "v1.2.3", "on 09/09/2023", "at 30 km/h", "a long time.will you"):
+        assert value_kinds(text) == text
+    read = ToolSpec(
+        "read_file", "Read a text file.", {"type": "object", "properties": {"path": {"type": "string"}}}
+    )
+    assert rank_tools("Read handbook.md", [read])[0].name == 1.0  # "read" and the file it names

@@ -87,5 +87,6 @@ class LocalCompiler:
                 listed=g.listed,
                 flags=g.flags,
                 answered=g.answered,
+                request=g.request,
             )
         return LocalConstraint(spec, constraint, grounding)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -25,7 +25,15 @@ import numpy.typing as npt
 
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["SpanIndex", "SpanLedger", "Use", "labelled_ids", "number_spans", "readings_for"]
+__all__ = [
+    "SpanIndex",
+    "SpanLedger",
+    "Use",
+    "closest_records",
+    "labelled_ids",
+    "number_spans",
+    "readings_for",
+]
 
 _MAX_TOKEN = 16  # bytes of a token looked up at each text position
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
@@ -135,6 +143,28 @@ def labelled_ids(
     return [(a, b, n) for a, b, n in spans if label.search(text[max(0, a - 24) : a])]
 
 
+_RECORD_WORD = re.compile(rb"[A-Za-z]{3,}")
+
+
+def closest_records(
+    text: bytes, spans: Sequence[tuple[int, int, bytes]], request: str
+) -> list[tuple[int, int, bytes]]:
+    """The ids of ``spans`` whose record shares the most words with ``request``: of the orders a
+    search returned, the one whose line or ``{…}`` says "pending" for "cancel my pending order".
+    All of them where none shares a word."""
+    asked = {w.lower() for w in _RECORD_WORD.findall(request.encode("utf-8"))}
+
+    def shared(a: int, b: int) -> int:
+        left = max(text.rfind(b"{", 0, a), text.rfind(b"\n", 0, a)) + 1
+        ends = [i for i in (text.find(b"}", b), text.find(b"\n", b)) if i != -1]
+        record = text[left : min(ends) if ends else len(text)]
+        return len(asked & {w.lower() for w in _RECORD_WORD.findall(record)})
+
+    scores = [shared(a, b) for a, b, _ in spans]
+    best = max(scores, default=0)
+    return [span for span, k in zip(spans, scores, strict=True) if k == best] if best else list(spans)
+
+
 class SpanIndex:
     """The substrings of ``text``, by the positions where a partial value ends."""
 
@@ -148,6 +178,7 @@ class SpanIndex:
         self._starts: Counter[int] | None = None
         self._words: frozenset[int] | None = None
         self._chunks: frozenset[int] | None = None
+        self._quoted: list[tuple[int, tuple[int, ...]]] | None = None
 
     def _tokens_at(self) -> list[list[int]]:
         if self._at is None:
@@ -179,18 +210,56 @@ class SpanIndex:
             self._start = np.asarray(sorted(ids), dtype=np.int32)
         return self._start
 
-    def file_name_starts(self, blocked: set[int]) -> npt.NDArray[np.int32]:
-        """The token that begins each file name or path the text writes (``notes.txt``,
-        ``src/app/main.py``) at a position outside ``blocked``; empty when it writes none."""
+    def starting_at(self, positions: Set[int]) -> npt.NDArray[np.int32]:
+        """Tokens that begin a substring at one of ``positions``."""
         at = self._tokens_at()
-        ids: set[int] = set()
+        return np.asarray(sorted({t for p in positions if p < len(at) for t in at[p]}), dtype=np.int32)
+
+    def file_names(self, blocked: Set[int] = frozenset()) -> list[tuple[int, int]]:
+        """The span of each file name or path the text writes (``notes.txt``, ``src/app/main.py``)
+        that begins outside ``blocked``."""
+        out: list[tuple[int, int]] = []
         for m in _CHUNK.finditer(self.text):
             chunk = m.group().rstrip(b".:!?")
             if _FILE_NAME.search(chunk) and not _NUMBER.fullmatch(chunk) and m.start() not in blocked:
-                # Its longest first token, as a tokenizer writes the name: a shorter one ("not" of
-                # "notes.txt") lets the model run on into a name of its own ("not_found").
-                ids.add(max(at[m.start()], key=lambda t: len(self.vocab.pieces[t]), default=-1))
+                out.append((m.start(), m.start() + len(chunk)))
+        return out
+
+    def file_name_starts(self, blocked: set[int]) -> npt.NDArray[np.int32]:
+        """The token that begins each file name or path the text writes at a position outside
+        ``blocked``; empty when it writes none."""
+        at = self._tokens_at()
+        # Its longest first token, as a tokenizer writes the name: a shorter one ("not" of
+        # "notes.txt") lets the model run on into a name of its own ("not_found").
+        ids = {
+            max(at[p], key=lambda t: len(self.vocab.pieces[t]), default=-1)
+            for p, _ in self.file_names(blocked)
+        }
         ids.discard(-1)
+        return np.asarray(sorted(ids), dtype=np.int32)
+
+    def opening(self, allowed: Callable[[int], bool]) -> npt.NDArray[np.int32]:
+        """Tokens that open a JSON string and begin the value at a word start where ``allowed``:
+        the quote alone (``"``, `` "``) and the quote joined to the value's first bytes (``"17``).
+        A tokenizer's merged ``"}`` or ``""`` opens the string too, so the preference for a copied
+        value starts at the quote, not after it."""
+        if self._quoted is None:
+            words, text = self._word_starts(), self.text
+            quoted: list[tuple[int, tuple[int, ...]]] = []
+            for t in self.vocab.ids_with_prefix(b'"') + self.vocab.ids_with_prefix(b' "'):
+                rest = self.vocab.pieces[t].lstrip(b" ")[1:]
+                if b'"' in rest or b"\\" in rest:
+                    continue
+                found: list[int] = []
+                at = text.find(rest) if rest else -1
+                while at != -1 and len(found) < 64:
+                    if at in words:
+                        found.append(at)
+                    at = text.find(rest, at + 1)
+                if not rest or found:
+                    quoted.append((t, (-1,) if not rest else tuple(found)))
+            self._quoted = quoted
+        ids = [t for t, where in self._quoted if where == (-1,) or any(allowed(p) for p in where)]
         return np.asarray(sorted(ids), dtype=np.int32)
 
     def chunk_starts(self) -> frozenset[int]:
@@ -266,11 +335,12 @@ class SpanLedger:
     def _in_list(self, position: int) -> bool:
         return self.listed is not None and self.listed[0] <= position < self.listed[1]
 
-    def blocked(self, call: int, key: str) -> set[int]:
-        """The positions no longer preferred for ``key`` in call ``call`` (see :meth:`free`)."""
+    def blocked(self, call: int, key: str, among: Set[str] | None = None) -> set[int]:
+        """The positions no longer preferred for ``key`` in call ``call`` (see :meth:`free`); with
+        ``among``, only the spans those parameters took count within the call."""
         out: set[int] = set()
         for use in self.uses:
-            if use.call == call:
+            if use.call == call and (among is None or use.key in among):
                 out.update(range(use.start, use.end))
             elif use.key == key:
                 out.update(p for p in range(use.start, use.end) if self._in_list(p))

@@ -29,7 +29,7 @@ class GroundingSpec:
     ``opener``: the bytes that open a call's arguments; ``bias``: the logit bonus of a copied
     continuation; ``listed``: the byte range of a list the request enumerates (one item per call);
     ``flags``: per tool, the boolean parameters the request mentions; ``answered``: values the task's
-    answered calls used."""
+    answered calls used; ``request``: the user's request."""
 
     source: str
     opener: bytes
@@ -39,6 +39,8 @@ class GroundingSpec:
     # (tool, parameter, value) of the current task's calls that answered: a file already read by a
     # tool is not the file name preferred for its next call.
     answered: frozenset[tuple[str, str, str]] = frozenset()
+    # What the user asked: of several ids a result lists, the one whose record it describes.
+    request: str = ""
 
 
 @dataclass(frozen=True)

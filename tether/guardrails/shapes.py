@@ -13,12 +13,12 @@ one of them is far the largest); anything else is left as the model wrote it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from datetime import date, datetime
 from functools import cache
 from typing import Any
 
-from tether.selection.grounded import written_dates, written_times
+from tether.grammar.datetimes import written_dates, written_times
+from tether.schema_kinds import wanted_shape
 
 __all__ = ["US_STATES", "reshape", "wanted_shape"]
 
@@ -70,38 +70,9 @@ US_STATES = {
     "virginia": "VA", "washington": "WA", "west virginia": "WV", "wisconsin": "WI", "wyoming": "WY",
     "district of columbia": "DC",
 }  # fmt: skip
-_STATE_CODE = re.compile(
-    r"two[- ]letter|abbreviat|state code|postal code of the state|e\.g\.,?\s*'?\"?[A-Z]{2}\b'?\"?", re.I
-)
-
-
-_CITY_STATE = re.compile(r"city,\s*state|'[A-Z][a-z]+(?: [A-Z][a-z]+)*, [A-Z]{2}'", re.I)
-_CITY_STATE_EXAMPLE = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*, [A-Z]{2}\b")
-_CITY_COUNTRY = re.compile(r"city,\s*country", re.I)
 _DOMINANT = 3.0  # a shared city name is completed when the largest namesake is this many times the next
 _KNOWN_BY_OTHER_NAMES = 100_000  # cities this large are also found by their other ASCII names
 _ASCII_NAME = re.compile(r"^[A-Za-z][A-Za-z .'-]{2,}$")
-
-
-def wanted_shape(spec: Mapping[str, Any]) -> str | None:
-    """The shape a string parameter asks for: ``date`` (ISO), ``date-time`` (ISO, ``date-time-z`` in
-    UTC), ``us-date``, ``state-code``, ``city-state``, ``city-country``, or None."""
-    if spec.get("format") in ("date", "date-time"):
-        return str(spec["format"])
-    text = str(spec.get("description") or "")
-    if m := re.search(r"YYYY-MM-DD[T ]HH:MM(?::SS)?(Z)?", text):
-        return "date-time-z" if m.group(1) else "date-time"
-    if _CITY_COUNTRY.search(text):
-        return "city-country"
-    if _CITY_STATE.search(text) or (re.search(r"\bcity\b", text, re.I) and _CITY_STATE_EXAMPLE.search(text)):
-        return "city-state"
-    if re.search(r"YYYY-MM-DD", text, re.I) and not re.search(r"YYYY-MM-DD[T ]HH", text, re.I):
-        return "date"
-    if re.search(r"MM/DD/YYYY", text, re.I):
-        return "us-date"
-    if re.search(r"\bstate\b", text, re.I) and _STATE_CODE.search(text):
-        return "state-code"
-    return None
 
 
 def _date(value: str) -> date | None:

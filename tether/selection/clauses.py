@@ -25,13 +25,27 @@ if TYPE_CHECKING:
     from tether.selection.decision import DecisionModel
     from tether.selection.semantic import SemanticRelevance
 
-__all__ = ["clauses", "request_steps"]
+__all__ = ["clauses", "declines_action", "request_steps"]
 
 _SPLIT = re.compile(r"(?<=[.!?;:,])\s+|\n+|\s+(?:and\s+then|then|and)\s+", re.IGNORECASE)
 _LEAD = re.compile(r"^(?:and\s+then|then|and)\s+", re.IGNORECASE)  # ", then read …" begins at "read"
 _WORD = re.compile(r"[A-Za-z]{2,}")
 # What a part says as a value: a token with a digit, a dot or a slash in it, or a quoted text.
 _VALUE = re.compile(r"\"[^\"]+\"|'[^']+'|[\w/.-]*\d[\w/.-]*\w|\d|\w[\w-]*[./][\w/.-]*\w")
+
+
+# "don't do it", "do not actually run that": the user asks about an action and forbids it.
+_DECLINED = re.compile(
+    r"\b(?:don'?t|do not|never)\s+(?:actually\s+|really\s+)?(?:do|run|call|execute|perform|make|use)"
+    r"\s+(?:it|that|this|them|anything)\b",
+    re.IGNORECASE,
+)
+
+
+def declines_action(request: str) -> bool:
+    """Does the request forbid the action it talks about ("What does deleting my account do? Just
+    explain, don't do it.")? Such a request is answered, however well a tool fits its words."""
+    return bool(_DECLINED.search(request.replace("’", "'")))
 
 
 def clauses(request: str) -> list[str]:

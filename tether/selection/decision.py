@@ -38,7 +38,7 @@ from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.steering import Steering
 from tether.schema_kinds import extractive_kind
-from tether.selection.clauses import clauses, request_steps
+from tether.selection.clauses import clauses, declines_action, request_steps
 from tether.selection.enumeration import enumerated_items
 from tether.selection.next_step import next_step
 from tether.selection.relevance import ToolRelevance, rank_tools
@@ -163,16 +163,23 @@ def steering_for(
     in_loop = bool(messages) and messages[-1].role == "tool"
     step = next_step(messages, tools, ranked, model, steps) if in_loop else None
     prior = 0.0 if not decide else step.prior if step is not None else model.prior(ranked)
+    if decide and not in_loop and declines_action(request_text(messages)):
+        prior = -model.in_loop_done_prior  # "explain, don't do it": the tool's fit is the topic, not the ask
     weight = model.in_loop_tool_prior_weight if in_loop else model.tool_prior_weight
     name_prior = {r.tool: weight * model.name_score(r) for r in ranked} if names and len(tools) > 1 else {}
     if name_prior and step is not None:
-        # The first step left is the next one; later ones get half (the request's order is the plan).
+        # The steps left come before any other tool, however well it fits the whole request; the first
+        # one is next, later ones get half (the request's order is the plan).
+        top = max(name_prior.values())
         for k, tool in enumerate(dict.fromkeys(step.pending)):
             named = tool in step.named
             bias = model.prerequisite_name_bias if named else model.pending_name_bias
-            name_prior[tool] += bias if k == 0 or named else bias / 2
+            name_prior[tool] = max(name_prior[tool], top) + (bias if k == 0 or named else bias / 2)
+        for tool in step.served:  # a part done is not done again while another is left
+            name_prior[tool] -= model.pending_name_bias
     elif name_prior and len(set(steps)) > 1:
-        name_prior[steps[0]] += model.pending_name_bias  # a fresh ask of several steps starts at its first
+        # A fresh ask of several steps starts at its first, however well the later ones fit the whole.
+        name_prior[steps[0]] = max(name_prior.values()) + model.pending_name_bias
     max_calls = enumerated_items(request_text(messages)) if cap and not in_loop else None
     # Items one call can hold ("a triangle with sides 3, 4 and 5") do not ask for more calls.
     several = max_calls is not None and max_calls > 1 and not any(_holds(t, max_calls) for t in tools)

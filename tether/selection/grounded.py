@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.chat import Message
+from tether.grammar.datetimes import written_dates, written_times
 from tether.grammar.spans import number_spans
 from tether.schema_kinds import extractive_kind
 from tether.selection.relevance import listed_choices, stem, weight
@@ -55,62 +56,9 @@ __all__ = [
     "said",
     "unsaid_optional",
     "variant_keys",
-    "written_dates",
-    "written_times",
 ]
 
 _WORD = re.compile(r"[^\W_]+")
-_MONTH_NAMES = (
-    "jan january;feb february;mar march;apr april;may;jun june;jul july;aug august;sep sept september"
-)
-_MONTHS = {
-    m: i + 1
-    for i, names in enumerate(f"{_MONTH_NAMES};oct october;nov november;dec december".split(";"))
-    for m in names.split()
-}
-_MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DATE_FORMS = (
-    (re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)"), "ymd"),  # also 2021-04-15T13:45
-    (re.compile(r"\b(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})\b"), "mdy"),
-    (re.compile(rf"\b{_MONTH}\s*{_DAY},?\s*(\d{{4}})\b"), "Mdy"),
-    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s*(\d{{4}})\b"), "dMy"),
-    (re.compile(rf"\b(\d{{4}}),?\s+{_MONTH}\s+{_DAY}\b"), "yMd"),
-)
-
-
-def written_dates(text: str) -> set[tuple[int, int, int]]:
-    """Every (year, month, day) ``text`` writes, in the usual forms (month/day read both ways where
-    digits alone cannot tell them apart)."""
-    out: set[tuple[int, int, int]] = set()
-    for pattern, form in _DATE_FORMS:
-        for m in pattern.finditer(text):
-            parts = dict(zip(form, m.groups(), strict=True))
-            month = _MONTHS[parts["M"]] if "M" in parts else int(parts["m"])
-            year, day = int(parts["y"]), int(parts["d"])
-            out.add((year, month, day))
-            if form == "mdy":
-                out.add((year, day, month))
-    return out
-
-
-# A time of day: "1:45 pm", "10 AM", "13:45" (not "1.5" or a bare number); ISO's "T13:45" too.
-_TIME = re.compile(
-    r"(?<![\d:])(\d{1,2})(?::(\d{2}))?(?::\d{2})?\s*([ap])\.?m\b|(?<![\d:])(\d{1,2}):(\d{2})(?!\d)"
-)
-
-
-def written_times(text: str) -> set[tuple[int, int]]:
-    """Every (hour, minute) ``text`` writes as a time of day, 12-hour times read as 24-hour ones."""
-    out: set[tuple[int, int]] = set()
-    for m in _TIME.finditer(text):
-        if m.group(3):
-            hour, minute = int(m.group(1)) % 12 + (12 if m.group(3) == "p" else 0), int(m.group(2) or 0)
-        else:
-            hour, minute = int(m.group(4)), int(m.group(5))
-        if hour < 24 and minute < 60:
-            out.add((hour, minute))
-    return out
 
 
 def conversation_text(messages: Sequence[Message]) -> str:

@@ -17,7 +17,9 @@ here, all from the conversation:
 
 A tool the request asks for that has not answered, or a failure that names a tool, is a step left:
 the prior is ``+in_loop_step_prior`` and those tools are the name prior's favourites (a tool a
-failure names most of all: the model otherwise asks again for what was refused). Every tool the
+failure names most of all: the model otherwise asks again for what was refused), while a tool whose
+every part has answered is not (the model otherwise sets again, with a value from the result, what
+it just set). Every tool the
 request asks for having answered, with no failure since, is a finished task: ``-in_loop_done_prior``.
 When the request's words ask for no tool by themselves, the tools called for it are the ones it asked
 for (the fresh ask's decision judged the request to want them): their having answered is a finished
@@ -49,6 +51,7 @@ class NextStep:
     prior: float
     pending: tuple[str, ...] = ()
     named: tuple[str, ...] = ()  # the pending tools a failure named: the prerequisite comes first
+    served: tuple[str, ...] = ()  # tools whose every part has answered: not the next step while one is left
 
 
 def _task(messages: Sequence[Message]) -> Sequence[Message]:
@@ -94,7 +97,8 @@ def next_step(
         dict.fromkeys([*named, *todo, *(t for t in asked if t not in steps and t not in answered)])
     )
     if pending:
-        return NextStep(model.in_loop_step_prior, pending, tuple(dict.fromkeys(named)))
+        served = tuple(t for t in dict.fromkeys(steps) if t not in todo and t not in named)
+        return NextStep(model.in_loop_step_prior, pending, tuple(dict.fromkeys(named)), served)
     # Where the request's words alone name no tool, the calls made for it are what it asked for: the
     # fresh ask's decision took them for the request.
     if (asked or answered) and not any(reads_as_failure(text) for text in last):

@@ -9,7 +9,9 @@ per tool, both in [0, 1]:
 * ``coverage`` — the share of the request's weight that the tool's words explain;
 * ``name`` — the share of the tool *name*'s weight that the request mentions.
 
-Numbers, paths and other values do not count: they say nothing about which tool fits.
+Numbers and other values do not count as words: they say nothing about which tool fits. A value
+of a recognizable kind counts as that kind's word instead (:func:`value_kinds`): "Read
+handbook.md" is about a *file*, "alice@example.com" an *email*, a link a *url*.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "mentioned_switches",
     "rank_tools",
     "stem",
+    "value_kinds",
     "weight",
 ]
 
@@ -85,6 +88,30 @@ def stem(word: str) -> str:
     if len(w) > 4 and w.endswith("e"):
         w = w[:-1]
     return w
+
+
+_URL = re.compile(r"\b(?:https?|ftp)://[^\s'\"<>]+")
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+# The extensions of files people name in a request: documents, code, data, configuration, media.
+_EXTENSIONS = (
+    "txt md rst pdf doc docx odt rtf csv tsv xls xlsx json jsonl yaml yml toml ini cfg conf env xml "
+    "html htm css js mjs ts tsx jsx py ipynb rb go rs java kt c h cc cpp hpp cs swift php pl sh bash "
+    "zsh ps1 bat sql db sqlite log lock png jpg jpeg gif svg webp bmp ico mp3 wav mp4 mov zip tar gz "
+    "tgz bz2 7z exe dll so bin iso apk dmg gguf"
+)
+_FILE = re.compile(
+    r"(?<![\w/.@-])(?:[\w.-]+/)*[\w-]*[A-Za-z][\w-]*(?:\.[\w-]+)*\.(?:"
+    + _EXTENSIONS.replace(" ", "|")
+    + r")(?![\w/@-]|\.\w)"
+)
+
+
+def value_kinds(text: str) -> str:
+    """``text`` with each link, email address and file name replaced by the word of its kind
+    (``url``, ``email``, ``file``): a value is not evidence of a tool, its kind is."""
+    text = _URL.sub(" url ", text)
+    text = _EMAIL.sub(" email ", text)
+    return _FILE.sub(" file ", text)
 
 
 def cache_fill() -> dict[str, CacheFill]:
@@ -157,7 +184,7 @@ def rank_tools(
 ) -> list[ToolRelevance]:
     """Every tool's relevance to ``request``, in the order of ``tools``; ``semantic``: each tool's
     embedding similarity, when there is one."""
-    query = _weighted_stems(content_words(request))
+    query = _weighted_stems(content_words(value_kinds(request)))
     total = sum(query.values())
     out: list[ToolRelevance] = []
     for i, tool in enumerate(tools):
@@ -241,9 +268,13 @@ def _said_at(words: Sequence[str], value: str) -> int | None:
     for i in range(len(words) - len(wanted) + 1):
         if words[i : i + len(wanted)] == wanted:
             return i
+    if _CODE.fullmatch(value):  # a code in capitals says the word it begins: "EUR" for "euros"
+        code = value.lower()
+        return next((i for i, w in enumerate(words) if w.startswith(code)), None)
     return None
 
 
+_CODE = re.compile(r"[A-Z]{3,}")
 _QUOTED = re.compile(r"'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"")
 
 

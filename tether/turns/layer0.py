@@ -100,6 +100,7 @@ def reply_spec_factory(
                 listed_range(source, request) if several else None,
                 mentioned_flags(request, prepared.tools),
                 answered_values(job.messages),
+                request,
             )
         return ReplySpec(
             prepared.fmt,

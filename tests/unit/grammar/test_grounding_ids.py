@@ -6,7 +6,7 @@ import numpy as np
 
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.grounding import GroundingProcessor
-from tether.grammar.spans import labelled_ids, number_spans
+from tether.grammar.spans import closest_records, labelled_ids, number_spans
 from tether.grammar.vocab import TokenVocab
 from tether.schema_kinds import identifier_words
 
@@ -65,11 +65,32 @@ def test_a_file_this_tool_already_read_is_not_the_next_one_preferred() -> None:
     source = "Read README.md for background, then read logs/server.log"
     head = b'{"name": "read_file", "arguments": {"path": "'
     fresh = _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0), head)
-    assert fresh[ord("R")] == 8.0 and fresh[ord("l")] == 8.0  # both file names begin here
+    assert fresh[ord("R")] == 12.0 and fresh[ord("l")] == 12.0  # both file names begin here
     answered = frozenset({("read_file", "path", "README.md")})
     out = _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, answered=answered), head)
-    assert out[ord("l")] == 8.0 and out[ord("R")] == -8.0
+    assert out[ord("l")] == 12.0 and out[ord("R")] == -8.0
     other = frozenset({("write_file", "path", "README.md")})  # another tool's use says nothing here
     assert (
-        _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, answered=other), head)[ord("R")] == 8.0
+        _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, answered=other), head)[ord("R")] == 12.0
     )
+
+
+def test_of_several_labelled_ids_the_one_whose_record_the_request_describes() -> None:
+    result = (
+        b'[{"id": 1, "item": "desk lamp", "status": "delivered"}, '
+        b'{"id": 3, "item": "desk lamp", "status": "pending"}, {"id": 4, "item": "chair", "status": "pending"}]'
+    )
+    spans = labelled_ids(result, number_spans(result), frozenset({"order"}))
+    assert [n for _, _, n in spans] == [b"1", b"3", b"4"]
+    picked = closest_records(result, spans, "Cancel my pending order for the desk lamp.")
+    assert [n for _, _, n in picked] == [b"3"]
+    assert closest_records(result, spans, "Cancel it.") == spans  # no word in common: all of them
+    source = "Cancel my pending order for the desk lamp.\n" + result.decode()
+    head = b'{"name": "cancel", "arguments": {"order_id": '
+    cancel = ToolSpec(
+        "cancel", "Cancel an order.", {"type": "object", "properties": {"order_id": {"type": "integer"}}}
+    )
+    out = _step(
+        GroundingProcessor(VOCAB, source, [cancel], prompt_len=0, request=source.split("\n")[0]), head
+    )
+    assert out[ord("3")] == 4.0 and out[ord("1")] == 0.0 and out[ord("4")] == 0.0

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tether.grammar.args_tracker import ArgsTracker
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats import get_format
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.grounding import ArgsTracker, GroundingProcessor
+from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.masks import MaskCache
 from tether.grammar.plan import build_plan
 from tether.grammar.regex import RegexCompiler
@@ -173,6 +174,11 @@ def test_composed_parameters_are_the_models_to_write() -> None:
     for name in ("city", "filePath", "location", "name", "query", "contentious"):
         assert not composed(name) and extractive_kind(text, name) == "string", name
     assert extractive_kind({"type": "integer"}, "code") == "number"  # a number is still named
+    # A code of some kind is a name, not a program: an error code, a country code.
+    for name in ("country_code", "zipCode", "error_code"):
+        assert not composed(name), name
+    assert not composed("code", "Error code, e.g. E1234") and composed("code", "Python code to run")
+    assert composed("code") and composed("code", "The code to execute") and composed("code_snippet")
 
 
 def test_span_index_knows_exactly_the_substrings() -> None:
@@ -203,7 +209,8 @@ def test_grounding_prefers_the_conversations_own_values() -> None:
     assert out[tid(b"Paris")] == 4.0 and out[tid(b"Par")] == 4.0 and out[tid(b"Lon")] == 0.0
     ids += [tid(b"Par")]
     out = g(np.asarray(ids, dtype=np.intc), np.zeros(len(PIECES), dtype=np.single))
-    assert out[tid(b"is")] == 4.0 and out[ord('"')] == 0.0  # "Par" is not a whole word yet
+    # "Par" is not a whole word yet: a word begun is finished, at twice the preference.
+    assert out[tid(b"is")] == 8.0 and out[ord('"')] == 0.0
     ids += [tid(b"is")]
     out = g(np.asarray(ids, dtype=np.intc), np.zeros(len(PIECES), dtype=np.single))
     assert out[ord('"')] == 4.0  # "Paris" is: closing it is preferred too
@@ -418,12 +425,14 @@ READ = ToolSpec(
 def test_a_file_name_parameter_begins_where_the_text_writes_a_file_name() -> None:
     g = GroundingProcessor(VOCAB, "Read Paris.txt, then src/app.py. Thanks.", [READ], prompt_len=0)
     out = _grounding_step(g, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "')
-    # Each name's longest first token, at twice the bias: a file name is copied, never composed.
-    assert out[tid(b"Paris")] == 8.0 and out[ord("s")] == 8.0  # Paris.txt, src/app.py
+    # Each name's longest first token, at three times the bias: a file name is copied, never composed.
+    assert out[tid(b"Paris")] == 12.0 and out[ord("s")] == 12.0  # Paris.txt, src/app.py
     assert out[tid(b"Par")] == 0.0 and out[ord("P")] == 0.0  # a shorter start runs on into other names
     assert out[ord("R")] == 0.0 and out[ord("T")] == 0.0  # other words are not file names
     out = _grounding_step(g, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "Par')
-    assert out[tid(b"is")] == 4.0  # the rest of a name: as for any value
+    assert out[tid(b"is")] == 12.0 and out[ord('"')] == 0.0  # a name begun is copied whole
+    out = _grounding_step(g, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "Paris.txt')
+    assert out[ord('"')] == 12.0 and out[ord(".")] == 0.0  # and ends where the text's name ends
     other = GroundingProcessor(VOCAB, "Read Paris.txt, then src/app.py. Thanks.", [READ], prompt_len=0)
     out = _grounding_step(other, b'{"tool_calls": [{"name": "read_file", "arguments": {"note": "')
     assert out[ord("R")] == 4.0  # another parameter: any span of the conversation
