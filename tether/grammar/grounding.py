@@ -14,8 +14,8 @@ numbers) stays possible, only less likely than a copy.
 automaton does, by the set of places a partial value occurs), indexed by the model's own
 tokens once per request (:mod:`tether.grammar.spans`, which also keeps the ledger of spans a
 reply's values already took). :class:`~tether.grammar.args_tracker.ArgsTracker` follows the
-arguments as bytes arrive, so the processor knows which parameter's value is being written. A number that is whole
-(a free number of the conversation) also has the tokens that end it preferred.
+arguments as bytes arrive, so the processor knows which parameter's value is being written. A
+number that is whole (a free number of the conversation) also has the tokens that end it preferred.
 """
 
 from __future__ import annotations

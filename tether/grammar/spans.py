@@ -179,6 +179,7 @@ class SpanIndex:
         self._words: frozenset[int] | None = None
         self._chunks: frozenset[int] | None = None
         self._quoted: list[tuple[int, tuple[int, ...]]] | None = None
+        self._files: list[tuple[int, int]] | None = None
 
     def _tokens_at(self) -> list[list[int]]:
         if self._at is None:
@@ -217,13 +218,14 @@ class SpanIndex:
 
     def file_names(self, blocked: Set[int] = frozenset()) -> list[tuple[int, int]]:
         """The span of each file name or path the text writes (``notes.txt``, ``src/app/main.py``)
-        that begins outside ``blocked``."""
-        out: list[tuple[int, int]] = []
-        for m in _CHUNK.finditer(self.text):
-            chunk = m.group().rstrip(b".:!?")
-            if _FILE_NAME.search(chunk) and not _NUMBER.fullmatch(chunk) and m.start() not in blocked:
-                out.append((m.start(), m.start() + len(chunk)))
-        return out
+        that begins outside ``blocked`` (found once per request)."""
+        if self._files is None:
+            self._files = []
+            for m in _CHUNK.finditer(self.text):
+                chunk = m.group().rstrip(b".:!?")
+                if _FILE_NAME.search(chunk) and not _NUMBER.fullmatch(chunk):
+                    self._files.append((m.start(), m.start() + len(chunk)))
+        return [(a, b) for a, b in self._files if a not in blocked]
 
     def file_name_starts(self, blocked: set[int]) -> npt.NDArray[np.int32]:
         """The token that begins each file name or path the text writes at a position outside
@@ -248,8 +250,8 @@ class SpanIndex:
             quoted: list[tuple[int, tuple[int, ...]]] = []
             for t in self.vocab.ids_with_prefix(b'"') + self.vocab.ids_with_prefix(b' "'):
                 rest = self.vocab.pieces[t].lstrip(b" ")[1:]
-                if b'"' in rest or b"\\" in rest:
-                    continue
+                if b'"' in rest or b"\\" in rest or rest[:1].isspace():
+                    continue  # a value begins with neither a quote, an escape nor a space
                 found: list[int] = []
                 at = text.find(rest) if rest else -1
                 while at != -1 and len(found) < 64:
