@@ -107,6 +107,7 @@ class GroundingProcessor:
         self.bias = bias
         self.boosted = 0
         self._mid_word = False  # this step's value ends inside a word of the text
+        self._named_factor = 2.0  # this step's multiple of the bias for a file name or a date
         self._recorded = 0
         self._ends: npt.NDArray[np.int32] | None = None
 
@@ -119,14 +120,18 @@ class GroundingProcessor:
             self.seen = n
             self._take_written()
         cut = self._cut_short()  # once per step: the boost and the penalty both need it
-        # A file name is copied, never composed: its tokens get three times the preference (a name
-        # left midway names no file: "greetin.txt"), and the first one of a name this tool already
-        # read (answered) twice as much against it.
+        # A file name is copied, never composed: its first token gets twice the preference, the rest
+        # of a name begun three times (a name left midway names no file: "greetin.txt"), its end the
+        # plain one (a path may go on: the directory a prompt names, then the file); the first token
+        # of a name this tool already read (answered) costs twice the preference.
+        self._named_factor = 2.0
         named, read = self._file_name_start()
         if named is None:
             named = self._shaped_start()
         self._mid_word = False
-        boost, bias = (named, 3 * self.bias) if named is not None else (self._boost(cut), self.bias)
+        boost, bias = (
+            (named, self._named_factor * self.bias) if named is not None else (self._boost(cut), self.bias)
+        )
         if self._mid_word:
             bias *= 2
         if read is not None and read.size:
@@ -251,6 +256,7 @@ class GroundingProcessor:
         if not ends:
             return None
         grow = self.index.continuations([e for e in ends if all(e != b for _, b in names)])
+        self._named_factor = 3.0 if grow.size else 1.0
         if any(e == b for _, b in names for e in ends):
             grow = np.union1d(grow, self._closers())
         return grow if grow.size else None

@@ -65,13 +65,13 @@ def test_a_file_this_tool_already_read_is_not_the_next_one_preferred() -> None:
     source = "Read README.md for background, then read logs/server.log"
     head = b'{"name": "read_file", "arguments": {"path": "'
     fresh = _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0), head)
-    assert fresh[ord("R")] == 12.0 and fresh[ord("l")] == 12.0  # both file names begin here
+    assert fresh[ord("R")] == 8.0 and fresh[ord("l")] == 8.0  # both file names begin here
     answered = frozenset({("read_file", "path", "README.md")})
     out = _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, answered=answered), head)
-    assert out[ord("l")] == 12.0 and out[ord("R")] == -8.0
+    assert out[ord("l")] == 8.0 and out[ord("R")] == -8.0
     other = frozenset({("write_file", "path", "README.md")})  # another tool's use says nothing here
     assert (
-        _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, answered=other), head)[ord("R")] == 12.0
+        _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, answered=other), head)[ord("R")] == 8.0
     )
 
 

@@ -67,7 +67,7 @@ def test_a_file_name_opens_at_the_quote_with_its_first_bytes_and_is_copied_whole
     source = 'Write "hello world" to greeting.txt.'
     g = GroundingProcessor(VOCAB, source, [WRITE], prompt_len=0)
     out = _step(g, b'{"name": "write_file", "arguments": {"path": ')
-    assert out[tid(b'"gre')] == 12.0 and out[tid(b'"')] == 12.0
+    assert out[tid(b'"gre')] == 8.0 and out[tid(b'"')] == 8.0
     assert out[tid(b'"pre')] == 0.0 and out[tid(b'"}')] == 0.0
     g = GroundingProcessor(VOCAB, source, [WRITE], prompt_len=0)
     out = _step(g, b'{"name": "write_file", "arguments": {"path": "greet')
@@ -86,9 +86,9 @@ def test_a_date_or_time_parameter_begins_where_the_text_writes_one_and_a_title_d
     source = "Put a dentist appointment in my calendar on 2025-03-14 at 09:30."
     head = b'{"name": "create_event", "arguments": {'
     out = _step(GroundingProcessor(VOCAB, source, [EVENT], prompt_len=0), head + b'"date": "')
-    assert out[ord("2")] == 12.0 and out[ord("0")] == 0.0 and out[ord("P")] == 0.0
+    assert out[ord("2")] == 8.0 and out[ord("0")] == 0.0 and out[ord("P")] == 0.0
     out = _step(GroundingProcessor(VOCAB, source, [EVENT], prompt_len=0), head + b'"time": "')
-    assert out[ord("0")] == 12.0 and out[ord("2")] == 0.0
+    assert out[ord("0")] == 8.0 and out[ord("2")] == 0.0
     out = _step(GroundingProcessor(VOCAB, source, [EVENT], prompt_len=0), head + b'"title": "')
     assert out[ord("d")] == 4.0 and out[ord("P")] == 4.0
     assert out[ord("2")] == 0.0  # the date's start, not a title's
@@ -97,7 +97,7 @@ def test_a_date_or_time_parameter_begins_where_the_text_writes_one_and_a_title_d
     # A title that ran through the whole sentence leaves its date and time free for their parameters.
     whole = head + b'"title": "' + source[:-1].encode() + b'", "date": "2025-03-14", "time": "'
     out = _step(GroundingProcessor(VOCAB, source, [EVENT], prompt_len=0), whole)
-    assert out[ord("0")] == 12.0
+    assert out[ord("0")] == 8.0
     plain = "Put a dentist appointment in my calendar."  # no date written: any span, as before
     out = _step(GroundingProcessor(VOCAB, plain, [EVENT], prompt_len=0), head + b'"date": "')
     assert out[ord("P")] == 4.0

@@ -425,14 +425,15 @@ READ = ToolSpec(
 def test_a_file_name_parameter_begins_where_the_text_writes_a_file_name() -> None:
     g = GroundingProcessor(VOCAB, "Read Paris.txt, then src/app.py. Thanks.", [READ], prompt_len=0)
     out = _grounding_step(g, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "')
-    # Each name's longest first token, at three times the bias: a file name is copied, never composed.
-    assert out[tid(b"Paris")] == 12.0 and out[ord("s")] == 12.0  # Paris.txt, src/app.py
+    # Each name's longest first token, at twice the bias: a file name is copied, never composed.
+    assert out[tid(b"Paris")] == 8.0 and out[ord("s")] == 8.0  # Paris.txt, src/app.py
     assert out[tid(b"Par")] == 0.0 and out[ord("P")] == 0.0  # a shorter start runs on into other names
     assert out[ord("R")] == 0.0 and out[ord("T")] == 0.0  # other words are not file names
     out = _grounding_step(g, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "Par')
-    assert out[tid(b"is")] == 12.0 and out[ord('"')] == 0.0  # a name begun is copied whole
+    assert out[tid(b"is")] == 12.0 and out[ord('"')] == 0.0  # a name begun is copied whole: three times
     out = _grounding_step(g, b'{"tool_calls": [{"name": "read_file", "arguments": {"path": "Paris.txt')
-    assert out[ord('"')] == 12.0 and out[ord(".")] == 0.0  # and ends where the text's name ends
+    # It ends where the text's name ends, at the plain bias: a path may go on past a directory.
+    assert out[ord('"')] == 4.0 and out[ord(".")] == 0.0
     other = GroundingProcessor(VOCAB, "Read Paris.txt, then src/app.py. Thanks.", [READ], prompt_len=0)
     out = _grounding_step(other, b'{"tool_calls": [{"name": "read_file", "arguments": {"note": "')
     assert out[ord("R")] == 4.0  # another parameter: any span of the conversation
