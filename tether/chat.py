@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from tether.calls import ToolCall
 
-__all__ = ["FAILURE_PATTERN", "Message", "Role", "Usage", "reads_as_failure"]
+__all__ = [
+    "ELIDED_PREFIX",
+    "FAILURE_PATTERN",
+    "NUDGE_PREFIXES",
+    "Message",
+    "Role",
+    "Usage",
+    "elided_calls",
+    "elision_marker",
+    "is_request",
+    "reads_as_failure",
+]
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -75,6 +87,47 @@ class Message:
             tool_call_id=data.get("tool_call_id"),
             name=data.get("name"),
         )
+
+
+# Openings of the user-role notes tether writes into a history, which are not what the user asked:
+# the guard's nudges to call a tool (tether.guardrails.policy.tool_required_text) and the marker a
+# compaction leaves where it elided messages (:func:`elision_marker`).
+NUDGE_PREFIXES: tuple[str, ...] = (
+    "This step requires a tool call.",
+    "You replied with text, but this step must be a tool call.",
+    "Last attempt: reply with only a tool call",
+)
+ELIDED_PREFIX = "[Earlier conversation elided"
+_LISTED = re.compile(r"; tools called: ([^\]\n]*)\]")
+
+
+def is_request(msg: Message) -> bool:
+    """A user message that asks something: not empty, and not a note tether wrote (a nudge, an
+    elision marker). The current request is the last one."""
+    text = msg.content.lstrip()
+    return msg.role == "user" and bool(text) and not text.startswith((*NUDGE_PREFIXES, ELIDED_PREFIX))
+
+
+def elision_marker(removed: Sequence[Message], note: str = "") -> Message:
+    """The user-role note that stands for ``removed`` messages: how many, and the tools they called
+    (read back by :func:`elided_calls`); ``note`` follows on a line of its own."""
+    tools = Counter(c.name for m in removed for c in m.tool_calls)
+    listing = ", ".join(f"{n} x{k}" if k > 1 else n for n, k in sorted(tools.items()))
+    text = f"{ELIDED_PREFIX}: {len(removed)} messages removed to fit the context window"
+    text += f"; tools called: {listing}]" if listing else "]"
+    return Message("user", f"{text}\n{note}" if note else text)
+
+
+def elided_calls(msg: Message) -> Counter[str]:
+    """The calls an elision marker says it removed, by tool name (empty for any other message)."""
+    found = (
+        _LISTED.search(msg.content) if msg.role == "user" and msg.content.startswith(ELIDED_PREFIX) else None
+    )
+    out: Counter[str] = Counter()
+    for item in found.group(1).split(", ") if found else ():
+        name, _, times = item.partition(" x")
+        out[name] += int(times) if times.isdigit() else 1
+    return out
 
 
 @dataclass(frozen=True)

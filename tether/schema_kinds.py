@@ -23,7 +23,15 @@ from typing import Any
 
 from tether.coercion import schema_types
 
-__all__ = ["composed", "examples", "extractive_kind", "identifier_words", "names_a_file", "wanted_shape"]
+__all__ = [
+    "composed",
+    "examples",
+    "extractive_kind",
+    "identifier_words",
+    "name_words",
+    "names_a_file",
+    "wanted_shape",
+]
 
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # Words that mark a coding agent's composed parameters (opencode, Continue, aider, Claude Code tools).
@@ -65,6 +73,11 @@ def names_a_file(name: str) -> bool:
     """Whether a parameter named ``name`` takes a file's name or path (``path``, ``filePath``,
     ``file_name``, ``target_file``): a value the conversation writes as a file name, whole."""
     return any(w.lower() in _FILE_WORDS for w in _NAME_WORD.findall(name))
+
+
+def name_words(name: str) -> frozenset[str]:
+    """The words of a parameter's name of three letters or more (``{"total"}``, ``{"max", "results"}``)."""
+    return frozenset(w.lower() for w in _NAME_WORD.findall(name) if len(w) >= 3)
 
 
 def identifier_words(name: str) -> frozenset[str] | None:

@@ -8,10 +8,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tether.calls import ToolCall
-from tether.chat import Message
+from tether.chat import Message, elision_marker
 from tether.grammar.formats.base import ToolSpec
 from tether.selection.clauses import clauses, declines_action, request_steps
-from tether.selection.decision import DecisionModel, relevance, steering_for
+from tether.selection.decision import DecisionModel, relevance, request_text, steering_for
 from tether.selection.next_step import answered_values, next_step
 from tether.selection.relevance import stem
 from tether.selection.semantic import SemanticRelevance
@@ -127,3 +127,61 @@ def test_a_request_that_forbids_the_action_it_asks_about_is_answered() -> None:
     tools = [ToolSpec("delete_account", "Delete the user's account.", {"type": "object", "properties": {}})]
     asked = [Message("user", "What does deleting my account do? Just explain, don't do it.")]
     assert steering_for(asked, tools, DecisionModel(), decide=True, names=True).call_prior < -10
+
+
+RECORD = ToolSpec(
+    "record_total",
+    "Record a quarter's total revenue.",
+    {
+        "type": "object",
+        "properties": {
+            "quarter": {"type": "string", "enum": ["q1", "q2", "q3"]},
+            "total": {"type": "number"},
+        },
+    },
+)
+EACH = (
+    "For each of reports/q1.txt, reports/q2.txt and reports/q3.txt: read the file, then record its TOTAL "
+    "with record_total before reading the next one."
+)
+
+
+def test_a_request_that_takes_each_item_through_its_steps_interleaves_them() -> None:
+    tools = [READ, RECORD]
+    steps = request_steps(EACH, tools, MODEL, None)
+    assert steps == ["read_file", "record_total"] * 3
+    # Without "each" and an order word, the reads come first, as the request lists them.
+    listed = "Read reports/q1.txt, read reports/q2.txt, then record the totals with record_total."
+    assert request_steps(listed, tools, MODEL, None) == ["read_file", "read_file", "record_total"]
+    # One step at a time: the first reply reads one report, and after it the record is next, alone.
+    fresh = steering_for([Message("user", EACH)], tools, MODEL, decide=True, names=True, cap=True)
+    assert fresh.max_calls == 1
+    read = ToolCall("read_file", {"path": "reports/q1.txt"}, "c1")
+    messages = [
+        Message("user", EACH),
+        Message("assistant", "", tool_calls=(read,)),
+        Message("tool", "TOTAL 10500", tool_call_id="c1"),
+    ]
+    step = next_step(messages, tools, relevance(messages, tools), MODEL, steps)
+    assert step.todo == ("record_total", "read_file", "record_total", "read_file", "record_total")
+    steered = steering_for(messages, tools, MODEL, decide=True, names=True, cap=True)
+    assert steered.max_calls == 1
+    assert steered.name_prior["record_total"] >= steered.name_prior["read_file"] + MODEL.pending_name_bias
+
+
+def test_after_a_compaction_the_request_is_the_users_and_the_elided_calls_served_their_parts() -> None:
+    tools = [READ, TICKET]
+    read = ToolCall("read_file", {"path": "logs/server.log"}, "c2")
+    messages = [
+        Message("user", ASK),
+        elision_marker(
+            [Message("assistant", "", tool_calls=(ToolCall("read_file", {"path": "README.md"}, "c1"),))]
+        ),
+        Message("assistant", "", tool_calls=(read,)),
+        Message("tool", "10:17 ERROR code=E4711 component=billing", tool_call_id="c2"),
+    ]
+    assert request_text(messages) == ASK
+    steps = request_steps(ASK, tools, MODEL, None)
+    step = next_step(messages, tools, relevance(messages, tools), MODEL, steps)
+    assert step.prior == MODEL.in_loop_step_prior and step.pending == ("file_ticket",)
+    assert answered_values(messages) == frozenset({("read_file", "path", "logs/server.log")})

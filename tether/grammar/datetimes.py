@@ -9,8 +9,13 @@ patterns read lowercased text.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["date_spans", "time_spans", "written_dates", "written_times"]
+from tether.coercion import schema_types
+from tether.schema_kinds import wanted_shape
+
+__all__ = ["date_spans", "date_time_params", "time_spans", "written_dates", "written_times"]
 
 _MONTH_NAMES = (
     "jan january;feb february;mar march;apr april;may;jun june;jul july;aug august;sep sept september"
@@ -82,3 +87,18 @@ def date_spans(text: str) -> list[tuple[int, int]]:
 def time_spans(text: str) -> list[tuple[int, int]]:
     """Where ``text`` writes a time of day, as byte ranges of its UTF-8 encoding."""
     return _spans([_TIME], text)
+
+
+def date_time_params(props: Mapping[str, Any], kinds: Mapping[str, str | None]) -> dict[str, str]:
+    """The string parameters that take a date ("date") or a time of day ("time"), by their schema."""
+    out: dict[str, str] = {}
+    for key, spec in props.items():
+        if kinds.get(key) != "string" or not isinstance(spec, Mapping) or "string" not in schema_types(spec):
+            continue
+        shape = wanted_shape(spec)
+        said = str(spec.get("description") or "")
+        if shape in ("date", "date-time", "date-time-z", "us-date"):
+            out[key] = "date"
+        elif spec.get("format") == "time" or ("HH:MM" in said and "YYYY" not in said):
+            out[key] = "time"
+    return out

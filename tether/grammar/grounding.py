@@ -16,6 +16,8 @@ tokens once per request (:mod:`tether.grammar.spans`, which also keeps the ledge
 reply's values already took). :class:`~tether.grammar.args_tracker.ArgsTracker` follows the
 arguments as bytes arrive, so the processor knows which parameter's value is being written. A
 number that is whole (a free number of the conversation) also has the tokens that end it preferred.
+File names are copied whole (:mod:`tether.grammar.file_names`); in an agent loop the values come from
+the latest round (:mod:`tether.grammar.recent`).
 """
 
 from __future__ import annotations
@@ -29,30 +31,30 @@ import numpy.typing as npt
 
 from tether.coercion import schema_types
 from tether.grammar.args_tracker import ArgsTracker
-from tether.grammar.datetimes import date_spans, time_spans
+from tether.grammar.datetimes import date_spans, date_time_params, time_spans
+from tether.grammar.file_names import FileNames
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.spans import SpanIndex, SpanLedger, closest_records, labelled_ids, readings_for
+from tether.grammar.recent import LatestRound
+from tether.grammar.spans import (
+    SpanIndex,
+    SpanLedger,
+    closest_records,
+    labelled_by,
+    labelled_ids,
+    readings_for,
+)
 from tether.grammar.vocab import TokenVocab
-from tether.schema_kinds import examples, extractive_kind, identifier_words, names_a_file, wanted_shape
+from tether.schema_kinds import (
+    examples,
+    extractive_kind,
+    identifier_words,
+    name_words,
+    names_a_file,
+)
 
 __all__ = ["GroundingProcessor"]
 
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
-
-
-def _shapes(props: Mapping[str, Any], kinds: Mapping[str, str | None]) -> dict[str, str]:
-    """The string parameters that take a date ("date") or a time of day ("time"), by their schema."""
-    out: dict[str, str] = {}
-    for key, spec in props.items():
-        if kinds.get(key) != "string" or not isinstance(spec, Mapping) or "string" not in schema_types(spec):
-            continue
-        shape = wanted_shape(spec)
-        said = str(spec.get("description") or "")
-        if shape in ("date", "date-time", "date-time-z", "us-date"):
-            out[key] = "date"
-        elif spec.get("format") == "time" or ("HH:MM" in said and "YYYY" not in said):
-            out[key] = "time"
-    return out
 
 
 class GroundingProcessor:
@@ -77,6 +79,7 @@ class GroundingProcessor:
         flags: Mapping[str, frozenset[str]] | None = None,
         answered: frozenset[tuple[str, str, str]] = frozenset(),
         request: str = "",
+        latest: LatestRound | None = None,
     ) -> None:
         self.vocab = vocab
         self.index = SpanIndex(source.encode("utf-8"), vocab)
@@ -94,22 +97,23 @@ class GroundingProcessor:
             name: {k: [e.encode("utf-8") for e in examples(v)] for k, v in props.items() if examples(v)}
             for name, props in self.schemas.items()
         }
-        self.shapes = {name: _shapes(props, self.kinds[name]) for name, props in self.schemas.items()}
+        self.shapes = {
+            name: date_time_params(props, self.kinds[name]) for name, props in self.schemas.items()
+        }
         self._shape_at: dict[str, set[int]] = {}
         self._readings: dict[tuple[str, str], list[tuple[int, int, bytes]]] = {}
         self.tracker = ArgsTracker(opener, frozenset(self.kinds))
         self.ledger = SpanLedger(listed)
+        self.files = FileNames(self.index, vocab, answered)
         self.flags = flags or {}  # per tool, the boolean parameters the conversation mentions
-        self.answered = answered
         self.request = request
-        self._true: npt.NDArray[np.int32] | None = None
+        self.latest = latest
         self.seen = prompt_len
         self.bias = bias
         self.boosted = 0
         self._mid_word = False  # this step's value ends inside a word of the text
         self._named_factor = 2.0  # this step's multiple of the bias for a file name or a date
         self._recorded = 0
-        self._ends: npt.NDArray[np.int32] | None = None
 
     def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
         n = len(ids)
@@ -132,6 +136,8 @@ class GroundingProcessor:
         boost, bias = (
             (named, self._named_factor * self.bias) if named is not None else (self._boost(cut), self.bias)
         )
+        if boost is None:
+            boost = self._option()
         if self._mid_word:
             bias *= 2
         if read is not None and read.size:
@@ -144,7 +150,7 @@ class GroundingProcessor:
             logits[finite] += bias
             self.boosted += 1
         if cut:
-            logits[self._number_ends()] -= self.bias
+            logits[self.vocab.json_ends()] -= self.bias
         return logits
 
     def _cut_short(self) -> bool:
@@ -188,7 +194,7 @@ class GroundingProcessor:
         kind = self._kind()
         key = tr.value_key()
         if key is not None and key in self.flags.get(tr.tool or "", ()) and self._at_value():
-            return self._true_ids()
+            return self.vocab.true_starts()
         if kind is None or key is None:
             return None
         call = tr.calls - 1
@@ -206,7 +212,7 @@ class GroundingProcessor:
                 return None  # the model left the text (or took a used span): no preference any more
             grow = self.index.continuations(ends)
             if self.index.at_boundary(ends):
-                grow = np.union1d(grow, self._closers())
+                grow = np.union1d(grow, self.vocab.ids_starting_with(b'"'))
             else:  # a word begun is finished: "P" of "Put" goes on as "ut", not into "Premise"
                 self._mid_word = True
             return grow
@@ -217,49 +223,21 @@ class GroundingProcessor:
         return None
 
     def _file_name_start(self) -> tuple[npt.NDArray[np.int32] | None, npt.NDArray[np.int32] | None]:
-        """At the empty value of a file parameter: the first tokens of the file names the text
-        writes ("Read notes.txt" begins at ``notes``, not at ``Read``), and apart those of the names
-        an answered call of this tool already took for it (``answered``), less any token that also
-        begins another name; (None, None) elsewhere, and None for a set that is empty."""
+        """At a file parameter's value: the tokens :class:`~tether.grammar.file_names.FileNames`
+        prefers, and apart those it sets back (None, None elsewhere)."""
         tr = self.tracker
         key = tr.value_key()
-        if key is None or self._kind() != "string" or key not in self.file_params.get(tr.tool or "", ()):
+        tool = tr.tool or ""
+        if key is None or self._kind() != "string" or key not in self.file_params.get(tool, ()):
             return None, None
         opening = self._before_string()
         if tr.string and not tr.escaped and b"\\" not in tr.string:
-            return self._file_name_rest(bytes(tr.string)), None
+            grow, going_on = self.files.rest(tool, key, bytes(tr.string))
+            self._named_factor = 3.0 if going_on else 1.0
+            return grow, None
         if not opening and tr.string is None:
             return None, None
-        blocked = self.ledger.blocked(tr.calls - 1, key)
-        done: set[int] = set()
-        for tool, param, value in self.answered:
-            if tool == tr.tool and param == key and value:
-                raw = value.encode("utf-8")
-                done |= {end - len(raw) for end in self.index.occurrences(raw)}
-        if opening:
-            names = {a for a, _ in self.index.file_names(blocked | done)}
-            ids = self.index.opening(names.__contains__)
-            return (ids if names and ids.size else None), None
-        named = self.index.file_name_starts(blocked | done)
-        read = self.index.file_name_starts(blocked | (self.index.chunk_starts() - done)) if done else None
-        if read is not None:
-            read = np.setdiff1d(read, named)
-        return (named if named.size else None), (read if read is not None and read.size else None)
-
-    def _file_name_rest(self, value: bytes) -> npt.NDArray[np.int32] | None:
-        """Within a file name the text writes: the tokens that go on with it, and the closing quote
-        where it ends (a name begun is copied whole: ``greeting.txt``, not ``greentofiles.txt``)."""
-        names = self.index.file_names()
-        ends = [
-            e for e in self.index.occurrences(value) if any(a <= e - len(value) and e <= b for a, b in names)
-        ]
-        if not ends:
-            return None
-        grow = self.index.continuations([e for e in ends if all(e != b for _, b in names)])
-        self._named_factor = 3.0 if grow.size else 1.0
-        if any(e == b for _, b in names for e in ends):
-            grow = np.union1d(grow, self._closers())
-        return grow if grow.size else None
+        return self.files.first(tool, key, self.ledger.blocked(tr.calls - 1, key), opening)
 
     def _example_start(self, boost: npt.NDArray[np.int32] | None) -> npt.NDArray[np.int32] | None:
         """At the empty value of a string parameter whose schema gives examples ("Error code, e.g.
@@ -317,6 +295,22 @@ class GroundingProcessor:
             return self.index.opening(starts.__contains__)
         return self.index.starting_at(starts)
 
+    def _option(self) -> npt.NDArray[np.int32] | None:
+        """Within an ``enum`` string: the tokens toward the option the latest calls named
+        (:meth:`LatestRound.option_tokens`); None elsewhere."""
+        tr = self.tracker
+        key = tr.value_key()
+        spec = self.schemas.get(tr.tool or "", {}).get(key or "") if self.latest is not None else None
+        options = spec.get("enum") if isinstance(spec, Mapping) else None
+        if self.latest is None or not isinstance(options, list) or tr.escaped:
+            return None
+        quote = tr.string is None
+        if quote and not self._before_string():
+            return None
+        texts = [o for o in options if isinstance(o, str)]
+        ids = self.latest.option_tokens(self.vocab, texts, bytes(tr.string or b""), quote)
+        return np.asarray(sorted(ids), dtype=np.int32) if ids else None
+
     def _reserved(self, tool: str, key: str) -> set[int]:
         """The starts of the dates and times this tool's date and time parameters take: not where
         another of its strings begins (a title is not "2025-03-14")."""
@@ -345,37 +339,6 @@ class GroundingProcessor:
             tr.string is None and tr.number is None and len(tr.stack) == 1 and tr.stack[0].expect == "value"
         )
 
-    def _true_ids(self) -> npt.NDArray[np.int32]:
-        """Tokens that begin ``true`` (after optional spaces), or write it whole before ``,`` / ``}``."""
-        if self._true is None:
-            ok = frozenset(b" ,}]\n")
-            ids = []
-            for t, piece in enumerate(self.vocab.pieces):
-                q = piece.lstrip(b" ")
-                if q and (b"true".startswith(q) or (q.startswith(b"true") and all(c in ok for c in q[4:]))):
-                    ids.append(t)
-            self._true = np.asarray(ids, dtype=np.int32)
-        return self._true
-
-    def _closers(self) -> npt.NDArray[np.int32]:
-        if not hasattr(self, "_close_ids"):
-            self._close_ids = self.vocab.ids_starting_with([0x22])
-        return self._close_ids
-
-    def _number_ends(self) -> npt.NDArray[np.int32]:
-        """Tokens of JSON structure only (``,``, ``}``, ``]``, spaces): what ends a number."""
-        if self._ends is None:
-            ok = frozenset(b' ,}]\n"')
-            self._ends = np.asarray(
-                [
-                    t
-                    for t in self.vocab.ids_starting_with(b",}]").tolist()
-                    if all(c in ok for c in self.vocab.pieces[t])
-                ],
-                dtype=np.int32,
-            )
-        return self._ends
-
     def _suited(self, key: str) -> list[tuple[int, int, bytes]]:
         """The conversation's numbers as this parameter reads them (:func:`readings_for`); for an
         identifier, the ones labelled as such (:func:`labelled_ids`) where there are any."""
@@ -396,7 +359,11 @@ class GroundingProcessor:
             labelled = labelled_ids(self.index.text, found, words) if words is not None else []
             if len(labelled) > 1:  # several records: the one the request describes
                 labelled = closest_records(self.index.text, labelled, self.request)
+            if words is None:  # a number the text labels with the parameter's name: "TOTAL 9875"
+                labelled = labelled_by(self.index.text, found, (), name_words(key))
             found = labelled or found
+            if self.latest is not None:  # in a loop: the latest round's number, not an earlier round's
+                found = self.latest.fresh(found)
             self._readings[(tool, key)] = found
         return found
 
@@ -417,5 +384,5 @@ class GroundingProcessor:
         # A number the model chose is ended where the conversation ends it, in any reading it has,
         # except the digits of a scaled one (_cut_short) and the head of a grouped one.
         if so_far and (so_far in free or so_far in self.index.numbers) and not grouped and not cut:
-            out = np.union1d(out, self._number_ends())
+            out = np.union1d(out, self.vocab.json_ends())
         return out if out.size else None

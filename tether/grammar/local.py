@@ -19,6 +19,7 @@ import numpy.typing as npt
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.provider import ConstraintProvider, Vocabulary
+from tether.grammar.recent import LatestRound
 from tether.grammar.spec import JsonSpec, NameChoiceSpec, OutputSpec, ReplySpec
 from tether.grammar.steering import Decision, Steering
 
@@ -88,5 +89,6 @@ class LocalCompiler:
                 flags=g.flags,
                 answered=g.answered,
                 request=g.request,
+                latest=LatestRound.of(g.source, g.request, g.latest_args, g.latest_results),
             )
         return LocalConstraint(spec, constraint, grounding)

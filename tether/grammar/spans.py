@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
@@ -30,6 +30,7 @@ __all__ = [
     "SpanLedger",
     "Use",
     "closest_records",
+    "labelled_by",
     "labelled_ids",
     "number_spans",
     "readings_for",
@@ -138,7 +139,17 @@ def labelled_ids(
     """The numbers of ``spans`` that ``text`` labels as identifiers: right after ``id``, ``#``,
     ``number`` or one of ``words`` (the parameter's other name words: "order 17" for ``order_id``),
     with only spaces, quotes, ``:`` or ``=`` between ("Created event with id 2", ``"id": 7``)."""
-    labels = [b"ids?", b"#", b"number", b"no\\."] + [re.escape(w.encode()) + b"s?" for w in sorted(words)]
+    return labelled_by(text, spans, [b"ids?", b"#", b"number", b"no\\."], words)
+
+
+def labelled_by(
+    text: bytes, spans: Sequence[tuple[int, int, bytes]], labels: Sequence[bytes], words: Iterable[str]
+) -> list[tuple[int, int, bytes]]:
+    """The numbers of ``spans`` right after one of ``labels`` (patterns) or ``words`` (a plural
+    too), with only spaces, quotes, ``:`` or ``=`` between: "TOTAL 9875" for a ``total``."""
+    labels = [*labels, *(re.escape(w.encode()) + b"s?" for w in sorted(words))]
+    if not labels:
+        return []
     label = re.compile(rb"(?:(?<![A-Za-z])(?:" + b"|".join(labels) + rb"))[\s\"':=]*$", re.IGNORECASE)
     return [(a, b, n) for a, b, n in spans if label.search(text[max(0, a - 24) : a])]
 

@@ -41,6 +41,10 @@ class GroundingSpec:
     answered: frozenset[tuple[str, str, str]] = frozenset()
     # What the user asked: of several ids a result lists, the one whose record it describes.
     request: str = ""
+    # In a loop: the last turn's argument values and its results' text (they end ``source``):
+    # :class:`tether.grammar.recent.LatestRound`.
+    latest_args: str = ""
+    latest_results: str = ""
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,9 @@ class TokenVocab:
     _closers: tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]] | None = field(
         init=False, repr=False, default=None
     )
+    _folded: dict[bytes, list[int]] | None = field(init=False, repr=False, default=None)
+    _true: npt.NDArray[np.int32] | None = field(init=False, repr=False, default=None)
+    _ends: npt.NDArray[np.int32] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         usable = [
@@ -98,6 +101,37 @@ class TokenVocab:
     def ids_starting_with(self, first_bytes: Iterable[int]) -> npt.NDArray[np.int32]:
         parts = [self._by_first[b] for b in first_bytes if b in self._by_first]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+    def ids_folded(self, piece: bytes) -> list[int]:
+        """Every usable token equal to ``piece`` in ASCII case-insensitive comparison (``read``,
+        ``READ``, ``Read`` for ``read``); the index is built once per vocabulary."""
+        if self._folded is None:
+            self._folded = {}
+            for p, ids in self._by_piece.items():
+                self._folded.setdefault(p.lower(), []).extend(ids)
+        return self._folded.get(piece.lower(), [])
+
+    def true_starts(self) -> npt.NDArray[np.int32]:
+        """Tokens that begin ``true`` (after optional spaces), or write it whole before ``,`` / ``}``."""
+        if self._true is None:
+            ok = frozenset(b" ,}]\n")
+            ids = []
+            for t, piece in enumerate(self.pieces):
+                q = piece.lstrip(b" ")
+                if q and (b"true".startswith(q) or (q.startswith(b"true") and all(c in ok for c in q[4:]))):
+                    ids.append(t)
+            self._true = np.asarray(ids, dtype=np.int32)
+        return self._true
+
+    def json_ends(self) -> npt.NDArray[np.int32]:
+        """Tokens of JSON structure only (``,``, ``}``, ``]``, spaces, a quote): what ends a number."""
+        if self._ends is None:
+            ok = frozenset(b' ,}]\n"')
+            first = self.ids_starting_with(b",}]").tolist()
+            self._ends = np.asarray(
+                [t for t in first if all(c in ok for c in self.pieces[t])], dtype=np.int32
+            )
+        return self._ends
 
     def closing_brackets(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
         """The tokens holding a ``}``, and how many ``}`` and ``]`` each holds (once per vocabulary: a

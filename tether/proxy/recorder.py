@@ -23,6 +23,7 @@ from typing import Any
 from tether.aio import closing_stream
 from tether.caches import CacheFill
 from tether.calls import ToolCall
+from tether.chat import is_request
 from tether.engine.scheduler import Scheduler
 from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.proxy.metrics import CURRENT_REQUEST, Metrics
@@ -205,7 +206,7 @@ class Recorder:
         id and route are the current request's (``MetricsMiddleware``)."""
         label = CURRENT_REQUEST.get()
         route = label.route if label else "unknown"
-        asked = next((m.content for m in reversed(job.messages) if m.role == "user"), "")
+        asked = next((m.content for m in reversed(job.messages) if is_request(m)), "")
         trace = Trace(
             id=(label.request_id if label else "") or secrets.token_hex(8),
             route=route,

@@ -9,7 +9,9 @@ London") is no part. A request of one part has no parts beyond itself.
 
 :func:`request_steps` orders the offered tools the parts ask for, first to last: the next step after
 a tool result (:mod:`tether.selection.next_step`) is the first part whose tool has not answered, and a
-fresh ask with several steps prefers the first one's tool.
+fresh ask with several steps prefers the first one's tool. A request that has each item go through
+its steps in turn ("For each of a.txt, b.txt and c.txt: read it, then record its total") interleaves
+them: read, record, read, record, read, record.
 """
 
 from __future__ import annotations
@@ -25,13 +27,17 @@ if TYPE_CHECKING:
     from tether.selection.decision import DecisionModel
     from tether.selection.semantic import SemanticRelevance
 
-__all__ = ["clauses", "declines_action", "request_steps"]
+__all__ = ["clauses", "declines_action", "leading_run", "request_steps"]
 
 _SPLIT = re.compile(r"(?<=[.!?;:,])\s+|\n+|\s+(?:and\s+then|then|and)\s+", re.IGNORECASE)
 _LEAD = re.compile(r"^(?:and\s+then|then|and)\s+", re.IGNORECASE)  # ", then read …" begins at "read"
 _WORD = re.compile(r"[A-Za-z]{2,}")
 # What a part says as a value: a token with a digit, a dot or a slash in it, or a quoted text.
 _VALUE = re.compile(r"\"[^\"]+\"|'[^']+'|[\w/.-]*\d[\w/.-]*\w|\d|\w[\w-]*[./][\w/.-]*\w")
+# "For each of …: read it, then …", "After reading each one, append …": every item goes through the
+# steps in turn, not every item through the first step first.
+_EACH = re.compile(r"\beach\b", re.IGNORECASE)
+_ORDER = re.compile(r"\b(?:then|after|before|next)\b", re.IGNORECASE)
 
 
 # "don't do it", "do not actually run that": the user asks about an action and forbids it.
@@ -86,4 +92,22 @@ def request_steps(
         if not (steps and steps[-1] == best.tool and values <= said):
             steps.append(best.tool)
         said = values
-    return steps
+    return _per_item(request, steps)
+
+
+def _per_item(request: str, steps: list[str]) -> list[str]:
+    """``steps`` with the later ones after each of the first step's repeats, where the request has
+    each item go through them in turn (``_EACH`` and ``_ORDER``): [read, read, record] becomes
+    [read, record, read, record]."""
+    n = leading_run(steps)
+    if n < 2 or n == len(steps) or not (_EACH.search(request) and _ORDER.search(request)):
+        return steps
+    return [steps[0], *steps[n:]] * n
+
+
+def leading_run(steps: Sequence[str]) -> int:
+    """How many of ``steps`` ask for the first one's tool before another tool comes."""
+    n = 0
+    while n < len(steps) and steps[n] == steps[0]:
+        n += 1
+    return n

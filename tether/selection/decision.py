@@ -33,12 +33,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tether.chat import Message
+from tether.chat import Message, is_request
 from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.steering import Steering
 from tether.schema_kinds import extractive_kind
-from tether.selection.clauses import clauses, declines_action, request_steps
+from tether.selection.clauses import clauses, declines_action, leading_run, request_steps
 from tether.selection.enumeration import enumerated_items
 from tether.selection.next_step import next_step
 from tether.selection.relevance import ToolRelevance, rank_tools
@@ -118,9 +118,10 @@ def fitted_decision(*, semantic: bool) -> DecisionModel:
 
 
 def request_text(messages: Sequence[Message]) -> str:
-    """What the user asked: the last user message (the tools must fit the current request)."""
+    """What the user asked: the last user message that asks (the tools must fit the current request),
+    not a note tether wrote into the history (:func:`tether.chat.is_request`)."""
     for msg in reversed(messages):
-        if msg.role == "user" and msg.content.strip():
+        if is_request(msg):
             return msg.content
     return ""
 
@@ -169,10 +170,14 @@ def steering_for(
     name_prior = {r.tool: weight * model.name_score(r) for r in ranked} if names and len(tools) > 1 else {}
     if name_prior and step is not None:
         # The steps left come before any other tool, however well it fits the whole request; the first
-        # one is next, later ones get half (the request's order is the plan).
+        # one is next, later ones get half (the request's order is the plan), or nothing where the plan
+        # takes its steps in turns ("read, record, read, record": one at a time).
         top = max(name_prior.values())
+        in_turns = _in_turns(step.todo)
         for k, tool in enumerate(dict.fromkeys(step.pending)):
             named = tool in step.named
+            if k and not named and in_turns:
+                continue
             bias = model.prerequisite_name_bias if named else model.pending_name_bias
             name_prior[tool] = max(name_prior[tool], top) + (bias if k == 0 or named else bias / 2)
         for tool in step.served:  # a part done is not done again while another is left
@@ -181,6 +186,9 @@ def steering_for(
         # A fresh ask of several steps starts at its first, however well the later ones fit the whole.
         name_prior[steps[0]] = max(name_prior.values()) + model.pending_name_bias
     max_calls = enumerated_items(request_text(messages)) if cap and not in_loop else None
+    plan = steps if step is None else () if step.named else step.todo
+    if cap and _in_turns(plan):  # a step that comes again after another waits for that one's result
+        max_calls = leading_run(plan)
     # Items one call can hold ("a triangle with sides 3, 4 and 5") do not ask for more calls.
     several = max_calls is not None and max_calls > 1 and not any(_holds(t, max_calls) for t in tools)
     return Steering(
@@ -191,6 +199,11 @@ def steering_for(
         end_repeats=True,
         short_list_bias=model.short_list_bias if several else 0.0,
     )
+
+
+def _in_turns(plan: Sequence[str]) -> bool:
+    """Does a tool of ``plan`` come again after another tool ("read, record, read, record")?"""
+    return any(tool in plan[:k] and tool != plan[k - 1] for k, tool in enumerate(plan) if k)
 
 
 def _holds(tool: ToolSpec, items: int) -> bool:

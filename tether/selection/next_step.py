@@ -34,14 +34,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tether.chat import Message, reads_as_failure
+from tether.chat import Message, elided_calls, is_request, reads_as_failure
 from tether.grammar.formats.base import ToolSpec
 from tether.selection.relevance import ToolRelevance
 
 if TYPE_CHECKING:
     from tether.selection.decision import DecisionModel
 
-__all__ = ["NextStep", "answered_values", "next_step"]
+__all__ = ["NextStep", "answered_values", "latest_round", "next_step"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +52,14 @@ class NextStep:
     pending: tuple[str, ...] = ()
     named: tuple[str, ...] = ()  # the pending tools a failure named: the prerequisite comes first
     served: tuple[str, ...] = ()  # tools whose every part has answered: not the next step while one is left
+    todo: tuple[str, ...] = ()  # the request's steps left, in order, repeats kept
 
 
 def _task(messages: Sequence[Message]) -> Sequence[Message]:
-    """The messages since the user's last one: the current task's calls and results."""
+    """The messages since the user's last request: the current task's calls and results (and the
+    notes tether wrote among them: an elision marker stands for calls a compaction removed)."""
     for k in range(len(messages) - 1, -1, -1):
-        if messages[k].role == "user":
+        if is_request(messages[k]):
             return messages[k + 1 :]
     return messages
 
@@ -83,6 +85,8 @@ def next_step(
         for m in task
         if m.role == "tool" and m.tool_call_id in names and not reads_as_failure(m.content)
     )
+    for m in task:  # calls a compaction elided served their parts too
+        answered.update(elided_calls(m))
     last = [m.content for m in _trailing_results(task)]
     named = [n for text in last if reads_as_failure(text) for n in _named(text, tools)]
     left = Counter(answered)
@@ -98,7 +102,7 @@ def next_step(
     )
     if pending:
         served = tuple(t for t in dict.fromkeys(steps) if t not in todo and t not in named)
-        return NextStep(model.in_loop_step_prior, pending, tuple(dict.fromkeys(named)), served)
+        return NextStep(model.in_loop_step_prior, pending, tuple(dict.fromkeys(named)), served, tuple(todo))
     # Where the request's words alone name no tool, the calls made for it are what it asked for: the
     # fresh ask's decision took them for the request.
     if (asked or answered) and not any(reads_as_failure(text) for text in last):
@@ -118,6 +122,17 @@ def answered_values(messages: Sequence[Message]) -> frozenset[tuple[str, str, st
         for key, value in call.arguments.items()
         if isinstance(value, str)
     )
+
+
+def latest_round(messages: Sequence[Message]) -> tuple[str, str]:
+    """The string argument values of the last assistant turn's calls, and the text of the results
+    that end the conversation after it (as the grounding source joins them); empty outside a loop."""
+    results = _trailing_results(messages)[::-1]
+    k = len(messages) - len(results) - 1
+    if not results or k < 0 or messages[k].role != "assistant":
+        return "", ""
+    args = [v for c in messages[k].tool_calls for v in c.arguments.values() if isinstance(v, str)]
+    return "\n".join(args), "\n".join(m.content for m in results if m.content)
 
 
 def _trailing_results(task: Sequence[Message]) -> list[Message]:

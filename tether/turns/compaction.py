@@ -21,13 +21,12 @@ come from the caller's ``count_tokens`` (the engine's tokenizer).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import structlog
 
-from tether.chat import Message
+from tether.chat import NUDGE_PREFIXES, Message, elision_marker
 from tether.grammar.formats.base import ToolSpec
 from tether.turns.core import ChatCore
 from tether.turns.events import ChatJob, offered_tools
@@ -46,15 +45,8 @@ log = structlog.get_logger(__name__)
 
 TokenCounter = Callable[[Sequence[Message]], int]
 
-# Openings of the user-role nudges written by tether.guardrails.policy.tool_required_text.
-NUDGE_PREFIXES: tuple[str, ...] = (
-    "This step requires a tool call.",
-    "You replied with text, but this step must be a tool call.",
-    "Last attempt: reply with only a tool call",
-)
 _THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>\s*", re.DOTALL)
 _TRUNCATED = re.compile(r"\n\[truncated \d+ chars\]\Z")
-ELIDED_PREFIX = "[Earlier conversation elided"
 
 
 @dataclass(frozen=True)
@@ -122,14 +114,6 @@ def _protected(messages: Sequence[Message], units: list[list[int]], keep_last: i
     return keep
 
 
-def _marker(removed: Sequence[Message], note: str) -> Message:
-    tools = Counter(c.name for m in removed for c in m.tool_calls)
-    listing = ", ".join(f"{n} x{k}" if k > 1 else n for n, k in sorted(tools.items()))
-    text = f"{ELIDED_PREFIX}: {len(removed)} messages removed to fit the context window"
-    text += f"; tools called: {listing}]" if listing else "]"
-    return Message("user", f"{text}\n{note}" if note else text)
-
-
 def _assemble(
     messages: Sequence[Message], units: list[list[int]], elided: set[int], note: str
 ) -> tuple[Message, ...]:
@@ -140,11 +124,11 @@ def _assemble(
             run.extend(messages[i] for i in unit)
             continue
         if run:
-            out.append(_marker(run, note))
+            out.append(elision_marker(run, note))
             run = []
         out.extend(messages[i] for i in unit)
     if run:
-        out.append(_marker(run, note))
+        out.append(elision_marker(run, note))
     return tuple(out)
 
 

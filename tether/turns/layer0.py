@@ -22,7 +22,7 @@ from tether.grammar.spec import GroundingSpec, OutputSpec, ReplySpec
 from tether.selection.decision import DecisionModel, request_text, steering_for
 from tether.selection.enumeration import enumerated_list
 from tether.selection.grounded import conversation_text
-from tether.selection.next_step import answered_values
+from tether.selection.next_step import answered_values, latest_round
 from tether.selection.relevance import mentioned_flags
 from tether.selection.semantic import SemanticRelevance
 from tether.turns.core import Prepared, SpecFactory
@@ -101,6 +101,7 @@ def reply_spec_factory(
                 mentioned_flags(request, prepared.tools),
                 answered_values(job.messages),
                 request,
+                *latest_round(job.messages),
             )
         return ReplySpec(
             prepared.fmt,

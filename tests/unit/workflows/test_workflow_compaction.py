@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from structlog.testing import capture_logs
 from workflow_support import call, scripted_core
 
 from tether.calls import ToolCall
-from tether.chat import Message
+from tether.chat import Message, elided_calls, is_request
 from tether.engine.base import EngineInfo
 from tether.turns.events import ChatJob
 from tether.workflows import (
@@ -112,6 +113,10 @@ def test_tier3_elides_whole_turns_into_one_marker() -> None:
     assert "tools called: read_file x" in markers[0].content and markers[0].content.endswith("Progress: x")
     assert result.messages[:2] == (SYSTEM, USER) and result.messages[2] == markers[0]
     assert_invariants(msgs, result.messages)
+    # The marker is a note, not a request, and it says which calls it stands for.
+    removed = [m for m in msgs if m not in result.messages]
+    assert not is_request(markers[0]) and is_request(USER)
+    assert elided_calls(markers[0]) == Counter(c.name for m in removed for c in m.tool_calls)
     entry = next(e for e in logs if e["event"] == "context_compacted")
     assert entry["tiers"] == ["truncate", "elide"] and entry["tokens"] <= 260
 

@@ -15,6 +15,7 @@ turns ``day: "Monday"``, which nobody said, into ``"Friday"``.
 from __future__ import annotations
 
 from tether.calls import ToolCall
+from tether.chat import is_request
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, never_asks
 from tether.selection.grounded import said
@@ -44,7 +45,7 @@ def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
 def _replaced(call: ToolCall, ctx: GuardContext) -> ToolCall:
     """In a loop: a single choice nobody said gives way to the one the turn's words name."""
     history = ctx.history
-    start = max((i for i, m in enumerate(history) if m.role == "user"), default=0)
+    start = max((i for i, m in enumerate(history) if is_request(m)), default=0)
     words = "\n".join(m.content or "" for m in history[start:] if m.role in ("user", "tool"))
     named = mentioned_choices(words, ctx.by_name[call.name].parameters, required=True)
     changed = {k: v for k, v in named.items() if k in call.arguments and _unsaid_choice(call, k, v, ctx)}
