@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from tether.chat import Message
@@ -9,7 +11,7 @@ from tether.engine.base import SamplingParams, Token
 from tether.engine.llama_cpp import LlamaCppEngine
 from tether.engine.prompt import build_prompt
 from tether.engine.template import ChatTemplate
-from tether.evals.name_fix import CASES, TOOLS, run_name_fix
+from tether.evals.name_fix import CASES, TOOLS, NameFixResult, run_name_fix
 from tether.evals.name_fix_mcp import MCP_CASES, MCP_FEW_SHOT, MCP_TOOLS
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.formats import get_format
@@ -36,14 +38,16 @@ def test_prose_is_token_identical_with_constraint_attached(smollm: LlamaCppEngin
             assert c.stats.masked_steps == 0
 
 
-@pytest.mark.timeout(1800)  # 150 generations: ~2 min on an idle machine, much more on a shared one
+@pytest.mark.timeout(1800)  # 113 generations: ~1.5 min on an idle machine, much more on a shared one
 def test_name_fix_set(smollm: LlamaCppEngine) -> None:
     assert len(CASES) >= 50
-    results = run_name_fix(smollm)
-    off, names, strict = results["off"], results["names"], results["strict"]
-    # The problem is real: unconstrained, the model copies the few-shot harness names.
-    assert off.not_offered / max(off.calls, 1) > 0.2, off
-    # Layer 0 makes them unsampleable.
+    # The problem is real: unconstrained, the model copies the few-shot harness names. A quarter of the
+    # set shows it (`python -m tether.evals.name_fix` runs every case in every mode).
+    off = run_name_fix(smollm, ("off",), cases=CASES[::4])["off"]
+    assert off.calls >= 5 and off.not_offered / off.calls > 0.2, off
+    # Layer 0 makes them unsampleable, on every case.
+    results = run_name_fix(smollm, ("names", "strict"))
+    names, strict = results["names"], results["strict"]
     assert names.calls >= 45 and names.not_offered == 0, names
     assert strict.calls >= 45 and strict.not_offered == 0, strict
     # Strict mode: every call validates against its tool's schema.
@@ -54,9 +58,14 @@ def test_name_fix_set(smollm: LlamaCppEngine) -> None:
 def test_name_fix_on_thirty_mcp_tools(smollm: LlamaCppEngine) -> None:
     """Tools as ``--mcp-config`` offers them (``<server>_<tool>``), examples in other spellings."""
     assert len(MCP_TOOLS) == 30
-    results = run_name_fix(smollm, ("off", "strict"), cases=MCP_CASES, tools=MCP_TOOLS, few_shot=MCP_FEW_SHOT)
-    off, strict = results["off"], results["strict"]
-    assert off.not_offered / max(off.calls, 1) > 0.2, off  # unconstrained, it writes names of its own
+
+    def run(mode: str, cases: Sequence[str]) -> NameFixResult:
+        return run_name_fix(smollm, (mode,), cases=cases, tools=MCP_TOOLS, few_shot=MCP_FEW_SHOT)[mode]
+
+    off = run("off", MCP_CASES[::4])
+    # Unconstrained, it writes names of its own.
+    assert off.calls >= 3 and off.not_offered / off.calls > 0.2, off
+    strict = run("strict", MCP_CASES)
     assert strict.calls >= 20 and strict.not_offered == 0 and strict.invalid_args == 0, strict
 
 

@@ -55,6 +55,7 @@ class ScriptedEngine(ContextEngine):
         self.pause_after = pause_after
         self.resume = threading.Event()
         self.paused = threading.Event()
+        self.released = threading.Event()  # the pause ended, by ``resume`` or its timeout
         self._info = EngineInfo(
             model_id=model_id,
             n_ctx=n_ctx,
@@ -99,6 +100,7 @@ class ScriptedEngine(ContextEngine):
                 if self.pause_after is not None and step == self.pause_after:
                     self.paused.set()
                     self.resume.wait(timeout=30)
+                    self.released.set()
                 token = scripted
                 if logits_processor is not None:
                     logits = np.zeros(EOS_ID + 1, dtype=np.single)

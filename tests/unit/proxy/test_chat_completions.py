@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 
+import httpx
+
 from tests.conftest import sse_events
+from tests.support.socket_server import serving
+from tether.config import ServerConfig
+from tether.engine.scheduler import Scheduler
+from tether.engine.scripted import ScriptedEngine
+from tether.proxy.app import create_app
 
 MODEL = "scripted"
 
@@ -58,22 +65,23 @@ async def test_usage_chunk_only_when_asked(scripted) -> None:
     assert last["usage"]["completion_tokens"] == 2
 
 
-async def test_first_delta_leaves_before_generation_ends(scripted) -> None:
-    """By event order: the engine is paused mid-generation until the client has read a content delta."""
-    client, engines = scripted(["abcdefghij"])
-    engine = engines[0]
-    engine.pause_after = 3
-    seen_before_resume: list[str] = []
-    async with client.stream("POST", "/v1/chat/completions", json=chat(stream=True)) as r:
-        lines = r.aiter_lines()
-        async for line in lines:
-            if line.startswith("data: ") and '"content": "a"' in line:
-                seen_before_resume.append(line)
+def test_first_delta_leaves_before_generation_ends() -> None:
+    """By event order, over a real socket (the in-process ASGI transport buffers a whole response):
+    the engine is paused mid-generation until the client has read a content delta."""
+    engine = ScriptedEngine(["abcdefghij"], pause_after=3)
+    app = create_app(ServerConfig(), Scheduler([engine]))
+    with (
+        serving(app) as base,
+        httpx.Client(timeout=10) as http,
+        http.stream("POST", f"{base}/v1/chat/completions", json=chat(stream=True)) as r,
+    ):
+        lines = r.iter_lines()
+        for line in lines:
+            if line.startswith("data: ") and '"content": "a' in line:
                 break
-        assert engine.paused.is_set() or not engine.resume.is_set()
+        assert engine.paused.is_set() and not engine.released.is_set()  # the engine still waits
         engine.resume.set()
-        rest = [line async for line in lines]
-    assert seen_before_resume, "no content delta arrived while the engine was still generating"
+        rest = list(lines)
     assert any("[DONE]" in line for line in rest)
 
 

@@ -115,7 +115,7 @@ def test_stream_closed_before_the_first_token() -> None:
 
 
 def test_waiting_request_that_hangs_up_leaves_the_queue_at_once() -> None:
-    engine = SlowEngine([LONG, "short"], delay=0.02)
+    engine = SlowEngine([LONG, "short"], delay=0.005)  # ~10 s: runs on past the hang-up checks
     with serving(app_with(engine)) as base, httpx.Client(timeout=30) as first_client:
         with first_client.stream("POST", f"{base}/v1/chat/completions", json=chat(stream=True)) as first:
             wait_for(base, lambda s: s["busy_slots"] == 1)
