@@ -135,21 +135,46 @@ class Usage:
     """Tokens of one or more generations; ``+`` sums them (a reply counts every generation it ran).
 
     ``generations`` counts the model runs behind the numbers (the turn's own, plus any re-pick,
-    repair, re-ask or re-decided answer); 0 where nothing ran."""
+    repair, re-ask or re-decided answer); 0 where nothing ran. A client reads a reply's prompt
+    tokens as how full its context is (opencode compacts its history past a share of the window),
+    so the protocols report :attr:`window_prompt_tokens`, the largest prompt one generation held,
+    never the sum, which can pass the window; metrics and evals count the sums."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     prompt_tokens_evaluated: int = 0
     generations: int = 0
+    # (prompt, evaluated) of the generation with the largest prompt; None: this one generation's.
+    window: tuple[int, int] | None = None
 
     @property
     def cached_tokens(self) -> int:
         return self.prompt_tokens - self.prompt_tokens_evaluated
 
+    @property
+    def _window(self) -> tuple[int, int]:
+        return self.window or (self.prompt_tokens, self.prompt_tokens_evaluated)
+
+    @property
+    def window_prompt_tokens(self) -> int:
+        """The largest prompt of the reply's generations: what the client's context holds."""
+        return self._window[0]
+
+    @property
+    def window_cached_tokens(self) -> int:
+        """Of :attr:`window_prompt_tokens`, the tokens a cached prefix gave."""
+        prompt, evaluated = self._window
+        return prompt - evaluated
+
     def __add__(self, other: Usage) -> Usage:
+        if not (self.generations or self.prompt_tokens):
+            return other
+        if not (other.generations or other.prompt_tokens):
+            return self
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.prompt_tokens_evaluated + other.prompt_tokens_evaluated,
             self.generations + other.generations,
+            max(self._window, other._window),
         )

@@ -72,9 +72,9 @@ def tool_use_id(call_id: str) -> str:
 def usage_body(u: Usage) -> dict[str, int]:
     """Anthropic usage: ``input_tokens`` excludes the reused prefix, reported as cache reads."""
     return {
-        "input_tokens": u.prompt_tokens - u.cached_tokens,
+        "input_tokens": u.window_prompt_tokens - u.window_cached_tokens,
         "output_tokens": u.completion_tokens,
-        "cache_read_input_tokens": u.cached_tokens,
+        "cache_read_input_tokens": u.window_cached_tokens,
         "cache_creation_input_tokens": 0,
     }
 

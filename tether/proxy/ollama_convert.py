@@ -318,7 +318,7 @@ def final_fields(finish: FinishOut, clock: Clock) -> dict[str, Any]:
         "done_reason": "length" if finish.finish_reason == "length" else "stop",
         "total_duration": now - clock.started,
         "load_duration": 0,
-        "prompt_eval_count": finish.usage.prompt_tokens,
+        "prompt_eval_count": finish.usage.window_prompt_tokens,
         "prompt_eval_duration": first - clock.started,
         "eval_count": finish.usage.completion_tokens,
         "eval_duration": now - first,

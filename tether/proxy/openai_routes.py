@@ -37,10 +37,10 @@ router = APIRouter(prefix="/v1")
 
 def _usage(u: Usage) -> dict[str, Any]:
     return {
-        "prompt_tokens": u.prompt_tokens,
+        "prompt_tokens": u.window_prompt_tokens,
         "completion_tokens": u.completion_tokens,
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+        "total_tokens": u.window_prompt_tokens + u.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.window_cached_tokens},
     }
 
 

@@ -230,11 +230,11 @@ def function_call_item(call: ToolCall, status: str, *, arguments: str | None = N
 
 def _usage(u: Usage) -> dict[str, Any]:
     return {
-        "input_tokens": u.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": u.cached_tokens, "cache_write_tokens": 0},
+        "input_tokens": u.window_prompt_tokens,
+        "input_tokens_details": {"cached_tokens": u.window_cached_tokens, "cache_write_tokens": 0},
         "output_tokens": u.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "total_tokens": u.window_prompt_tokens + u.completion_tokens,
     }
 
 

@@ -157,7 +157,7 @@ def test_a_step_asks_the_model_through_the_context_once_per_distinct_request() -
     result = run_guard_sync(steps, regenerate)
     assert [r.call.id for r in asked] == ["1", "2"]
     assert [c.arguments for c in result.calls] == [{"path": "fixed"}] * 2
-    assert result.usage == Usage(20, 4, 8, 2)
+    assert result.usage == Usage(20, 4, 8, 2, window=(10, 4))
 
 
 def test_the_names_step_yields_a_pick_name_request_the_loop_passes_on() -> None:

@@ -149,8 +149,8 @@ def ask(base: str, *, messages: list[dict[str, Any]] | None = None, **extra: Any
 def test_tool_calls_are_guarded_and_repaired_under_format() -> None:
     standin = OllamaStandIn(
         [
-            reply(calls=[("Read", {"path": "b.py"}), ("read_file", {"limit": 5})]),
-            reply('{"path": ', '"a.py", "limit": 5}'),  # the repair, under the arguments schema
+            reply(calls=[("Read", {"path": "b.py"}), ("read_file", {"limit": 5})], counts=(42, 7)),
+            reply('{"path": ', '"a.py", "limit": 5}', counts=(55, 6)),  # the repair, under the arguments schema
         ]
     )
     with front_of(standin) as front:
@@ -166,9 +166,8 @@ def test_tool_calls_are_guarded_and_repaired_under_format() -> None:
     assert [t["function"]["name"] for t in first["tools"]] == ["read_file"] and "format" not in first
     assert repair["format"] == arguments_schema(TOOL.parameters, "strict") and "tools" not in repair
     assert repair["options"]["temperature"] == 0
-    assert (
-        r["usage"]["prompt_tokens"] == 84 and r["usage"]["completion_tokens"] == 14
-    )  # both, as Ollama counted
+    # As Ollama counted: the larger prompt (the context the reply held, not the sum), both completions.
+    assert r["usage"]["prompt_tokens"] == 55 and r["usage"]["completion_tokens"] == 13
 
 
 def test_without_tool_support_the_tools_are_folded_and_format_holds_the_reply() -> None:
