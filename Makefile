@@ -79,5 +79,9 @@ eval: setup
 		--preset bare,names,resolve,rescue,full,strict --ctx 4096 --max-tokens 256 \
 		--out 'results/eval/published/{suite}.{preset}.jsonl' $(ARGS)
 
+# Real coding clients finish small tasks on the bundled model (docs/evals.md; scripts/install_clients.sh).
+eval-clients: setup-test
+	$(PY) -m benchmarks.client_tasks --out results/clients.jsonl $(ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

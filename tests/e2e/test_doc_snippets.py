@@ -71,6 +71,7 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("evals.md", "tether eval --suite scenarios --preset str"): LONG,
     ("evals.md", "tether eval --suite bfcl:multi_turn_base -"): LONG,
     ("evals.md", "tether eval --suite bfcl:live_simple,live_"): LONG,
+    ("evals.md", "make eval-clients        # python -m ben"): LONG,
     ("gpu.md", "make setup                        # CPU bu"): BUILD,
     ("gpu.md", "cat .venv/.llama-build-flavour"): BUILD,
     ("gpu.md", "tether serve --gpu-layers all             "): "needs a GPU",

@@ -185,3 +185,32 @@ def test_after_a_compaction_the_request_is_the_users_and_the_elided_calls_served
     step = next_step(messages, tools, relevance(messages, tools), MODEL, steps)
     assert step.prior == MODEL.in_loop_step_prior and step.pending == ("file_ticket",)
     assert answered_values(messages) == frozenset({("read_file", "path", "logs/server.log")})
+
+
+def test_a_request_that_names_a_file_with_a_file_tool_offered_is_the_models_to_decide() -> None:
+    # opencode's read tool: a long description the short request matches poorly, in words or meaning.
+    read = ToolSpec(
+        "read",
+        "Read a file or directory from the local filesystem. If the path does not exist, an error is "
+        "returned.\n\nUsage:\n- The filePath parameter should be an absolute path.",
+        {"type": "object", "properties": {"filePath": {"type": "string"}}},
+    )
+    asked = [Message("user", "Which version number is written in VERSION.txt?")]
+    steering = steering_for(asked, [read, NOTE], MODEL, decide=True, names=True)
+    assert steering.call_prior == 0.0  # not below: the model's own log-odds decide
+    unnamed = steering_for(
+        [Message("user", "Which version is this?")], [read, NOTE], MODEL, decide=True, names=True
+    )
+    assert unnamed.call_prior < 0.0
+    no_file_tool = steering_for(asked, [NOTE], MODEL, decide=True, names=True)
+    assert no_file_tool.call_prior < 0.0
+    for text in (
+        "e.g. the first one",
+        "pi is 3.14",
+        "upgrade to v1.2",
+        "mail bob@example.com",
+        "see x.org/a.html",
+    ):
+        assert (
+            steering_for([Message("user", text)], [read], MODEL, decide=True, names=True).call_prior < 0.0
+        ), text

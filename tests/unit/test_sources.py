@@ -57,3 +57,18 @@ def test_a_tool_that_takes_the_value_too_is_no_source() -> None:
         {"type": "object", "properties": {"movie": {"type": "string"}, "location": {"type": "string"}}},
     )
     assert source_tool(find, ["location"], [find, times]) is None
+
+
+def test_a_tool_named_by_a_plain_word_is_named_only_quoted_or_as_a_tool() -> None:
+    # opencode's edit tool: "use your `Read` tool ... NEVER write new files unless required".
+    read = tool("read", "Read a file or directory from the local filesystem.")
+    write = tool("write", "Writes a file to the local filesystem.")
+    edit = tool(
+        "edit",
+        "Performs exact string replacements in files. You must use your `Read` tool at least once "
+        "before editing. ALWAYS prefer editing existing files. NEVER write new files unless required.",
+    )
+    assert source_tool(edit, ["filePath"], [read, write, edit]) is read
+    plain = tool("edit", "Replaces text in a file. Never write new files.")
+    assert source_tool(plain, ["filePath"], [read, write, plain]) is None
+    assert source_tool(tool("edit", "Edit a file the read tool showed."), ["x"], [read, write]) is read

@@ -21,13 +21,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tether.grammar.formats.base import ToolSpec
+from tether.schema_kinds import names_a_file
 from tether.selection.relevance import ToolRelevance, rank_tools
 
 if TYPE_CHECKING:
     from tether.selection.decision import DecisionModel
     from tether.selection.semantic import SemanticRelevance
 
-__all__ = ["clauses", "declines_action", "leading_run", "request_steps"]
+__all__ = ["clauses", "declines_action", "leading_run", "names_a_file_for", "request_steps"]
 
 _SPLIT = re.compile(r"(?<=[.!?;:,])\s+|\n+|\s+(?:and\s+then|then|and)\s+", re.IGNORECASE)
 _LEAD = re.compile(r"^(?:and\s+then|then|and)\s+", re.IGNORECASE)  # ", then read …" begins at "read"
@@ -46,6 +47,20 @@ _DECLINED = re.compile(
     r"\s+(?:it|that|this|them|anything)\b",
     re.IGNORECASE,
 )
+
+
+# A file the request names: a stem of two characters or more and an extension that starts with a
+# letter (``VERSION.txt``, ``src/app.py``; not "e.g.", "3.14" or "v1.2"), not inside an address.
+_FILE_MENTION = re.compile(r"(?<![\w@/.-])(?:[\w.-]+/)*[\w-]{2,}\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w@/(-])")
+
+
+def names_a_file_for(request: str, tools: Sequence[ToolSpec]) -> bool:
+    """Does the request name a file while an offered tool takes one (a ``path``, ``filePath``)?
+    Agents' file tools come with long descriptions that match a short request poorly in meaning,
+    and a file name says little to the embedding model: such a request is the model's to decide."""
+    if not _FILE_MENTION.search(request):
+        return False
+    return any(names_a_file(key) for tool in tools for key in tool.parameters.get("properties") or ())
 
 
 def declines_action(request: str) -> bool:

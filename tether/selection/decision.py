@@ -38,7 +38,7 @@ from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.steering import Steering
 from tether.schema_kinds import extractive_kind
-from tether.selection.clauses import clauses, declines_action, leading_run, request_steps
+from tether.selection.clauses import clauses, declines_action, leading_run, names_a_file_for, request_steps
 from tether.selection.enumeration import enumerated_items
 from tether.selection.next_step import next_step
 from tether.selection.relevance import ToolRelevance, rank_tools
@@ -166,6 +166,8 @@ def steering_for(
     prior = 0.0 if not decide else step.prior if step is not None else model.prior(ranked)
     if decide and not in_loop and declines_action(request_text(messages)):
         prior = -model.in_loop_done_prior  # "explain, don't do it": the tool's fit is the topic, not the ask
+    elif decide and not in_loop and names_a_file_for(request_text(messages), tools):
+        prior = max(prior, 0.0)  # "What is in VERSION.txt?" with a file tool: no steering against a call
     weight = model.in_loop_tool_prior_weight if in_loop else model.tool_prior_weight
     name_prior = {r.tool: weight * model.name_score(r) for r in ranked} if names and len(tools) > 1 else {}
     if name_prior and step is not None:

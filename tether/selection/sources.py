@@ -33,10 +33,20 @@ def _params(tool: ToolSpec) -> set[str]:
     return set(props) if isinstance(props, dict) else set()
 
 
+def _names(description: str, name: str) -> bool:
+    """Does ``description`` name tool ``name``? An identifier (``find_orders``) where it stands; a
+    plain word (``read``, ``write``) only quoted or as "the read tool": "never write new files"
+    speaks of writing, not of the write tool."""
+    if re.fullmatch(r"[a-z]+", name) is None:
+        return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", description) is not None
+    word = re.escape(name)
+    return re.search(rf"[`'\"]{word}[`'\"]|\b{word}\s+tool\b", description, re.IGNORECASE) is not None
+
+
 def source_tool(tool: ToolSpec, unsaid: Sequence[str], tools: Sequence[ToolSpec]) -> ToolSpec | None:
     """The offered tool that gives ``tool``'s ``unsaid`` values (see the module doc), or None."""
     others = [t for t in tools if t.name != tool.name]
-    named = [t for t in others if re.search(rf"(?<![\w.]){re.escape(t.name)}(?!\w)", tool.description)]
+    named = [t for t in others if _names(tool.description, t.name)]
     if len(named) == 1:
         return named[0]
     for key in unsaid:
