@@ -76,8 +76,8 @@ TASKS = (
     ),
     Task(
         "run",
-        'Run the command python3 -c "print(6*7)" and tell me what it printed.',
-        lambda _project, answer: "42" in answer,
+        'Run the command python3 -c "print(6*7*1001)" and tell me what it printed.',
+        lambda _project, answer: "42042" in answer,
     ),
 )
 

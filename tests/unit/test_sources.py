@@ -72,3 +72,14 @@ def test_a_tool_named_by_a_plain_word_is_named_only_quoted_or_as_a_tool() -> Non
     plain = tool("edit", "Replaces text in a file. Never write new files.")
     assert source_tool(plain, ["filePath"], [read, write, plain]) is None
     assert source_tool(tool("edit", "Edit a file the read tool showed."), ["x"], [read, write]) is read
+
+
+def test_a_source_file_parameter_is_asked_for_with_the_files_the_request_names() -> None:
+    read = ToolSpec(
+        "read",
+        "Read a file.",
+        {"type": "object", "properties": {"filePath": {"type": "string"}}, "required": ["filePath"]},
+    )
+    edit = tool("edit", "Replace text in a file you read with the `read` tool.")
+    asked = narrowed_source(read, edit, "Which version number is written in VERSION.txt?")
+    assert asked.parameters["properties"] == {"filePath": {"type": "string", "enum": ["VERSION.txt"]}}

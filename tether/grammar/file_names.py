@@ -6,7 +6,9 @@ at ``Read``); those that begin a name an answered call of this tool already took
 case (denied ``READ``, a small model writes ``read`` on into ``readME.md``), less any token that also
 begins another name. Within a name begun, the tokens that go on with it (toward a name not read yet
 where the value may still become one: ``reports/q`` → ``2`` once ``q1`` was read), and the closing
-quote where it ends (``greeting.txt``, not ``greentofiles.txt``).
+quote where it ends (``greeting.txt``, not ``greentofiles.txt``). Where the user or a tool writes a
+file name, a name only the client's instructions give (opencode's example ``src/foo.c``) does not
+begin a value.
 """
 
 from __future__ import annotations
@@ -24,16 +26,32 @@ __all__ = ["FileNames"]
 
 class FileNames:
     """The text's file names for one request; ``answered``: (tool, parameter, value) of the calls that
-    answered (:func:`tether.selection.next_step.answered_values`)."""
+    answered (:func:`tether.selection.next_step.answered_values`); ``said``: what the user and the
+    tools wrote (empty: all of the text)."""
 
     def __init__(
-        self, index: SpanIndex, vocab: TokenVocab, answered: frozenset[tuple[str, str, str]]
+        self,
+        index: SpanIndex,
+        vocab: TokenVocab,
+        answered: frozenset[tuple[str, str, str]],
+        said: bytes = b"",
     ) -> None:
         self.index = index
         self.vocab = vocab
         self.answered = answered
+        self.said = said
         self._done: dict[tuple[str, str], set[int]] = {}
         self._quote: npt.NDArray[np.int32] | None = None
+        self._instructions: set[int] | None = None
+
+    def instructions_only(self) -> set[int]:
+        """Where the names begin that only the client's instructions write, when the user or a tool
+        writes one; else none."""
+        if self._instructions is None:
+            text, spans = self.index.text, self.index.file_names()
+            unsaid = {a for a, b in spans if text[a:b] not in self.said}
+            self._instructions = unsaid if self.said and len(unsaid) < len(spans) else set()
+        return self._instructions
 
     def done(self, tool: str, key: str) -> set[int]:
         """Where the values that answered calls of ``tool`` gave ``key`` begin in the text."""
@@ -53,6 +71,7 @@ class FileNames:
         """The first tokens of the names not read yet (with the opening quote where ``opening``), and
         apart those of the names read already; None for a set that is empty."""
         done = self.done(tool, key)
+        blocked = set(blocked) | self.instructions_only()
         if opening:
             names = {a for a, _ in self.index.file_names(blocked | done)}
             ids = self.index.opening(names.__contains__)

@@ -80,6 +80,7 @@ class GroundingProcessor:
         answered: frozenset[tuple[str, str, str]] = frozenset(),
         request: str = "",
         latest: LatestRound | None = None,
+        said: str = "",
     ) -> None:
         self.vocab = vocab
         self.index = SpanIndex(source.encode("utf-8"), vocab)
@@ -104,7 +105,7 @@ class GroundingProcessor:
         self._readings: dict[tuple[str, str], list[tuple[int, int, bytes]]] = {}
         self.tracker = ArgsTracker(opener, frozenset(self.kinds))
         self.ledger = SpanLedger(listed)
-        self.files = FileNames(self.index, vocab, answered)
+        self.files = FileNames(self.index, vocab, answered, said.encode("utf-8"))
         self.flags = flags or {}  # per tool, the boolean parameters the conversation mentions
         self.request = request
         self.latest = latest

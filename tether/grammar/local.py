@@ -90,5 +90,6 @@ class LocalCompiler:
                 answered=g.answered,
                 request=g.request,
                 latest=LatestRound.of(g.source, g.request, g.latest_args, g.latest_results),
+                said=g.said,
             )
         return LocalConstraint(spec, constraint, grounding)

@@ -45,6 +45,9 @@ class GroundingSpec:
     # :class:`tether.grammar.recent.LatestRound`.
     latest_args: str = ""
     latest_results: str = ""
+    # What the user and the tools said (``source`` less the client's instructions): a file name they
+    # write is preferred to one only the system prompt gives as an example.
+    said: str = ""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.spans import number_spans
 from tether.guardrails.arguments import FieldError
-from tether.schema_kinds import extractive_kind
+from tether.schema_kinds import extractive_kind, names_a_file
+from tether.selection.clauses import file_mentions
 from tether.selection.grounded import Grounding, is_number, request_spans, said, variant_keys
 from tether.selection.relevance import content_words, mentioned_flags, rank_tools, stem
 
@@ -49,7 +50,8 @@ def regrounded_tool(
     min_relevance: float,
 ) -> tuple[ToolSpec, tuple[FieldError, ...]] | None:
     """``tool`` narrowed for asking ``call`` again: each ``unsaid`` string limited to the request's
-    spans that begin as the model's value began, each unsaid number to the request's numbers no other
+    spans that begin as the model's value began (a file parameter to the files the request names),
+    each unsaid number to the request's numbers no other
     value uses, every other said value fixed as given, optional values nobody said left out, nothing
     added; with the errors that say why. None when the tool fits the request less than
     ``min_relevance`` (unless only dates are asked again), an unsaid value is not a plain string or
@@ -74,6 +76,11 @@ def regrounded_tool(
     choices: dict[str, list[Any]] = {
         k: [s for s in spans if s[:1].lower() == str(call.arguments[k])[:1].lower()] for k in unsaid
     }
+    # A file parameter takes a file the request names, however the model began ("read" for the
+    # VERSION.txt of "Which version is written in VERSION.txt?"): a name is copied, never composed.
+    filed = {k for k in unsaid if kinds[k] == "string" and names_a_file(k) and file_mentions(request)}
+    for k in filed:
+        choices[k] = file_mentions(request)
     dated = set()
     for k in unsaid:  # a date (and time) nobody said: the ones the conversation says, written alike
         if (dates := _said_dates(call.arguments[k], spoken)) is not None:
@@ -89,9 +96,10 @@ def regrounded_tool(
             choices[k] = list(dict.fromkeys(int(n) if integral else n for n in fit))
     if not all(choices.values()):
         return None
-    # A date the conversation states is its own: only words and numbers need a tool that fits.
+    # A date the conversation states, or a file the request names, is its own: only words and numbers
+    # need a tool that fits.
     fits = (
-        dated == set(unsaid)
+        dated | filed == set(unsaid)
         or max((r.score for r in rank_tools(request, [tool])), default=0.0) >= min_relevance
     )
     if not fits:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tether.selection.decision import DecisionModel
     from tether.selection.semantic import SemanticRelevance
 
-__all__ = ["clauses", "declines_action", "leading_run", "names_a_file_for", "request_steps"]
+__all__ = ["clauses", "declines_action", "file_mentions", "leading_run", "names_a_file_for", "request_steps"]
 
 _SPLIT = re.compile(r"(?<=[.!?;:,])\s+|\n+|\s+(?:and\s+then|then|and)\s+", re.IGNORECASE)
 _LEAD = re.compile(r"^(?:and\s+then|then|and)\s+", re.IGNORECASE)  # ", then read …" begins at "read"
@@ -54,11 +54,16 @@ _DECLINED = re.compile(
 _FILE_MENTION = re.compile(r"(?<![\w@/.-])(?:[\w.-]+/)*[\w-]{2,}\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w@/(-])")
 
 
+def file_mentions(text: str) -> list[str]:
+    """The file names ``text`` writes, in order, once each."""
+    return list(dict.fromkeys(_FILE_MENTION.findall(text)))
+
+
 def names_a_file_for(request: str, tools: Sequence[ToolSpec]) -> bool:
     """Does the request name a file while an offered tool takes one (a ``path``, ``filePath``)?
     Agents' file tools come with long descriptions that match a short request poorly in meaning,
     and a file name says little to the embedding model: such a request is the model's to decide."""
-    if not _FILE_MENTION.search(request):
+    if not file_mentions(request):
         return False
     return any(names_a_file(key) for tool in tools for key in tool.parameters.get("properties") or ())
 

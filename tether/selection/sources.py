@@ -14,7 +14,8 @@ import re
 from collections.abc import Sequence
 
 from tether.grammar.formats.base import ToolSpec
-from tether.schema_kinds import extractive_kind
+from tether.schema_kinds import extractive_kind, names_a_file
+from tether.selection.clauses import file_mentions
 from tether.selection.grounded import request_spans
 from tether.selection.relevance import content_words, stem
 
@@ -59,17 +60,21 @@ def source_tool(tool: ToolSpec, unsaid: Sequence[str], tools: Sequence[ToolSpec]
 
 def narrowed_source(source: ToolSpec, called: ToolSpec, request: str) -> ToolSpec:
     """``source`` as its call is asked for: its required strings limited to the request's own words
-    (:func:`tether.selection.grounded.request_spans`), less the two tools' name words ("lamp", not
+    (:func:`tether.selection.grounded.request_spans`; a file parameter to the files it names), less
+    the two tools' name words ("lamp", not
     "order", for ``find_orders`` asked instead of ``cancel_order``); only its required values."""
     props = source.parameters.get("properties") or {}
     required = [k for k in source.parameters.get("required") or () if isinstance(k, str)]
     taken = {stem(w) for w in (*content_words(source.name), *content_words(called.name))}
     spans = [s for s in request_spans(request) if not {stem(w) for w in content_words(s)} & taken]
     narrowed: dict[str, object] = {}
+    files = file_mentions(request)
     for key in required:
         spec = props.get(key)
         strings = extractive_kind(spec, key) == "string" and spans
-        narrowed[key] = {"type": "string", "enum": spans} if strings else (spec or {})
+        # A file parameter takes a file the request names: a name is copied whole, never in part.
+        choices = files if files and names_a_file(key) else spans
+        narrowed[key] = {"type": "string", "enum": choices} if strings else (spec or {})
     parameters = {
         "type": "object",
         "properties": narrowed,

@@ -38,6 +38,12 @@ def grounding_source(messages: Sequence[Message]) -> str:
     return conversation_text(messages)[-_SOURCE_CHARS:]
 
 
+def said_text(messages: Sequence[Message]) -> str:
+    """What the user and the tools said within the grounding source (the client's instructions left
+    out): the text a file name is preferred from."""
+    return "\n".join(m.content for m in messages if m.role in ("user", "tool") and m.content)[-_SOURCE_CHARS:]
+
+
 def listed_range(source: str, request: str) -> tuple[int, int] | None:
     """The byte range, in ``source``, of the list ``request`` enumerates (None: no list, or not there)."""
     found = enumerated_list(request)
@@ -102,6 +108,7 @@ def reply_spec_factory(
                 answered_values(job.messages),
                 request,
                 *latest_round(job.messages),
+                said_text(job.messages),
             )
         return ReplySpec(
             prepared.fmt,

@@ -75,6 +75,21 @@ def test_a_file_this_tool_already_read_is_not_the_next_one_preferred() -> None:
     )
 
 
+def test_a_file_only_the_clients_instructions_name_gives_way_to_one_the_user_names() -> None:
+    # opencode's system prompt gives src/foo.c as an example; the user asks about VERSION.txt.
+    system = "When you cite code, write the path: src/foo.c or lib/zed.py."
+    source = system + "\nWhich version is written in VERSION.txt?"
+    head = b'{"name": "read_file", "arguments": {"path": "'
+    said = "Which version is written in VERSION.txt?"
+    out = _step(GroundingProcessor(VOCAB, source, [READ], prompt_len=0, said=said), head)
+    assert out[ord("V")] == 8.0 and out[ord("s")] == 0.0 and out[ord("l")] == 0.0
+    # Where the user names no file, the instructions' names are all there is.
+    plain = _step(
+        GroundingProcessor(VOCAB, system + "\nWhich version is this?", [READ], prompt_len=0, said="x"), head
+    )
+    assert plain[ord("s")] == 8.0 and plain[ord("l")] == 8.0
+
+
 def test_of_several_labelled_ids_the_one_whose_record_the_request_describes() -> None:
     result = (
         b'[{"id": 1, "item": "desk lamp", "status": "delivered"}, '

@@ -151,3 +151,14 @@ def test_the_narrowed_tool_compiles_for_a_remote_engine_too() -> None:
         grammar is not None and '"\\"Michelangelo\\""' in grammar.grammar and "Moses" not in grammar.grammar
     )
     assert compile_vllm(JsonSpec.of_tool(narrowed[0])) is not None
+
+
+def test_a_file_parameter_is_asked_again_with_the_files_the_request_names() -> None:
+    # opencode's read tool fits "Which version…" poorly in words, and the model began "read": the file
+    # the request names is its value all the same.
+    read = tool("read", "Read a file or directory from the local filesystem.", filePath=STRING)
+    ask = "Which version number is written in VERSION.txt?"
+    narrowed = _ask(ToolCall("read", {"filePath": "read"}), read, "filePath", ask)
+    assert narrowed is not None
+    assert narrowed[0].parameters["properties"] == {"filePath": {"type": "string", "enum": ["VERSION.txt"]}}
+    assert _ask(ToolCall("read", {"filePath": "read"}), read, "filePath", "Which version is this?") is None
