@@ -27,8 +27,12 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 
 # How a tool result that failed usually begins: what the workflow engine counts as a failure by
-# default, and how Anthropic's ``is_error`` results reach the core ("Error: ...").
-FAILURE_PATTERN = r"(?i)^\s*(error|exception|traceback|failed|permission denied)\b"
+# default, how Anthropic's ``is_error`` results reach the core ("Error: ..."), and how coding agents'
+# tools word one ("Could not find oldString in the file", "File not found: …", Node's "ENOENT: …").
+FAILURE_PATTERN = (
+    r"(?i)^\s*(error|exception|traceback|failed|permission denied|could not|couldn't|cannot|unable to"
+    r"|no such file|(?:file|directory|path) not found|e(?:noent|acces|perm|isdir|notdir|exist))\b"
+)
 
 
 def reads_as_failure(content: str, pattern: str = FAILURE_PATTERN) -> bool:

@@ -9,8 +9,9 @@ import numpy.typing as npt
 
 from tether.calls import ToolCall
 from tether.chat import Message, elision_marker
+from tether.grammar.file_names import folder_mentions
 from tether.grammar.formats.base import ToolSpec
-from tether.selection.clauses import clauses, declines_action, request_steps
+from tether.selection.clauses import clauses, command_mentions, command_runner, declines_action, request_steps
 from tether.selection.decision import DecisionModel, relevance, request_text, steering_for
 from tether.selection.next_step import answered_values, next_step
 from tether.selection.relevance import stem
@@ -214,3 +215,43 @@ def test_a_request_that_names_a_file_with_a_file_tool_offered_is_the_models_to_d
         assert (
             steering_for([Message("user", text)], [read], MODEL, decide=True, names=True).call_prior < 0.0
         ), text
+
+
+def test_a_request_that_names_a_folder_or_gives_a_command_is_the_models_to_decide() -> None:
+    read = READ
+    shell = {"command": {"type": "string"}, "description": {"type": "string"}}
+    bash = ToolSpec("bash", "Executes a bash command.", {"type": "object", "properties": shell})
+    listed = [Message("user", "List the files in the src folder.")]
+    assert steering_for(listed, [read, NOTE], MODEL, decide=True, names=True).call_prior == 0.0
+    run = [Message("user", 'Run the command python3 -c "print(6*7*1001)" and tell me what it printed.')]
+    steering = steering_for(run, [read, bash], MODEL, decide=True, names=True)
+    assert steering.call_prior == 0.0
+    assert steering.name_prior["bash"] >= steering.name_prior["read_file"] + MODEL.pending_name_bias
+    assert steering_for(run, [read, NOTE], MODEL, decide=True, names=True).call_prior < 0.0  # no runner
+    assert command_runner(run[0].content, [read, bash]) == "bash"
+    assert command_runner(run[0].content, [read]) is None
+
+
+def test_folder_and_command_mentions() -> None:
+    assert folder_mentions("List the files in the src folder.") == ["src"]
+    assert folder_mentions("look in src/ and the docs directory") == ["src/", "docs"]
+    for text in (
+        "the folder is empty",
+        "Which folder should I use?",
+        "a folder of mine",
+        "and/or",
+        "see https://x.com/a/",
+    ):
+        assert folder_mentions(text) == [], text
+    assert command_mentions('Run the command python3 -c "print(6*7*1001)" and tell me') == [
+        'python3 -c "print(6*7*1001)"'
+    ]
+    assert command_mentions("run `npm test` please") == ["npm test"]
+    assert command_mentions("Explain the command line") == command_mentions("the command prompt") == []
+
+
+def test_a_request_sent_as_one_json_string_is_read_as_its_text() -> None:
+    # opencode run sends the user's words JSON-quoted.
+    quoted = Message("user", '"Run the command python3 -c \\"print(1)\\" now"')
+    assert request_text([quoted]) == 'Run the command python3 -c "print(1)" now'
+    assert request_text([Message("user", '"Hi" she said, "ok"')]) == '"Hi" she said, "ok"'

@@ -7,12 +7,14 @@ case (denied ``READ``, a small model writes ``read`` on into ``readME.md``), les
 begins another name. Within a name begun, the tokens that go on with it (toward a name not read yet
 where the value may still become one: ``reports/q`` → ``2`` once ``q1`` was read), and the closing
 quote where it ends (``greeting.txt``, not ``greentofiles.txt``). Where the user or a tool writes a
-file name, a name only the client's instructions give (opencode's example ``src/foo.c``) does not
-begin a value.
+file name or a folder ("the src folder", :func:`folder_mentions`), a name only the client's
+instructions give (opencode's example ``src/foo.c``) does not begin a value, and the folder is a
+name like a file's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Set
 
 import numpy as np
@@ -21,7 +23,44 @@ import numpy.typing as npt
 from tether.grammar.spans import SpanIndex
 from tether.grammar.vocab import TokenVocab
 
-__all__ = ["FileNames"]
+__all__ = ["FileNames", "folder_mentions", "whole_name_spans"]
+
+# A folder a text names: "the src folder", "directory logs", or a path that ends in a slash.
+_FOLDER_MENTION = re.compile(
+    r"\b(?:folder|directory)\s+[`'\"]?([\w.-][\w./-]*)|([\w.-]+)/?[`'\"]?\s+(?:folder|directory)\b"
+    r"|(?<![\w@/.:-])((?:[\w.-]+/)+)(?![\w@(-])",
+    re.IGNORECASE,
+)
+# Words beside "folder" that are not its name ("the folder", "which directory", "folder of mine").
+_NOT_A_NAME = frozenset(
+    re.findall(
+        r"\w+",
+        "a an the this that these those which what whose my your our their his her its one each every any "
+        "some same new other another whole entire current parent of in on at to for from with is was be "
+        "and or as by into",
+    )
+)
+_NAME_BYTE = re.compile(rb"[\w./-]")
+
+
+def folder_mentions(text: str) -> list[str]:
+    """The folders ``text`` names, in order, once each."""
+    found = (next(g for g in m.groups() if g) for m in _FOLDER_MENTION.finditer(text))
+    return list(dict.fromkeys(f for f in found if f.lower() not in _NOT_A_NAME))
+
+
+def whole_name_spans(text: bytes, names: list[str]) -> list[tuple[int, int]]:
+    """Where ``text`` writes each of ``names`` as a whole name (not the head of a longer path)."""
+    spans = []
+    for name in names:
+        raw = name.encode("utf-8")
+        at = text.find(raw)
+        while at != -1:
+            end = at + len(raw)
+            if not (at and _NAME_BYTE.match(text, at - 1)) and not _NAME_BYTE.match(text, end):
+                spans.append((at, end))
+            at = text.find(raw, at + 1)
+    return spans
 
 
 class FileNames:
@@ -89,7 +128,7 @@ class FileNames:
     def rest(self, tool: str, key: str, value: bytes) -> tuple[npt.NDArray[np.int32] | None, bool]:
         """Within a name the text writes: the tokens that go on with it, and the closing quote where it
         ends; and whether the name goes on (its middle is copied more firmly than its end)."""
-        names = self.index.file_names()
+        names = self.index.file_names(self.instructions_only())
         done = self.done(tool, key)
         free = [(a, b) for a, b in names if a not in done]
         found = self.index.occurrences(value)

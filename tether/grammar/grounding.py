@@ -32,7 +32,7 @@ import numpy.typing as npt
 from tether.coercion import schema_types
 from tether.grammar.args_tracker import ArgsTracker
 from tether.grammar.datetimes import date_spans, date_time_params, time_spans
-from tether.grammar.file_names import FileNames
+from tether.grammar.file_names import FileNames, folder_mentions, whole_name_spans
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.recent import LatestRound
 from tether.grammar.spans import (
@@ -83,7 +83,8 @@ class GroundingProcessor:
         said: str = "",
     ) -> None:
         self.vocab = vocab
-        self.index = SpanIndex(source.encode("utf-8"), vocab)
+        text = source.encode("utf-8")
+        self.index = SpanIndex(text, vocab, whole_name_spans(text, folder_mentions(said)))
         self.schemas: dict[str, Mapping[str, Any]] = {
             t.name: dict(t.parameters.get("properties") or {}) for t in tools
         }

@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 
+from tether.grammar.answers import AnswerGrounding, result_values
 from tether.grammar.constraint import ToolConstraint
 from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.provider import ConstraintProvider, Vocabulary
@@ -33,15 +34,25 @@ class LocalConstraint:
     what the turn core reads after the generation (``decision``)."""
 
     def __init__(
-        self, spec: OutputSpec, constraint: ToolConstraint, grounding: GroundingProcessor | None = None
+        self,
+        spec: OutputSpec,
+        constraint: ToolConstraint,
+        grounding: GroundingProcessor | None = None,
+        answers: AnswerGrounding | None = None,
     ) -> None:
         self.spec = spec
         self.constraint = constraint
         self.grounding = grounding
+        self.answers = answers
 
     def __call__(self, ids: npt.NDArray[np.intc], logits: npt.NDArray[np.single]) -> npt.NDArray[np.single]:
         logits = self.constraint(ids, logits)
-        return self.grounding(ids, logits) if self.grounding is not None else logits
+        if self.grounding is not None:
+            logits = self.grounding(ids, logits)
+        if self.answers is not None:  # an answer once the decision point chose one
+            decision = self.constraint.decision
+            logits = self.answers(ids, logits, active=decision is not None and not decision.called)
+        return logits
 
     def copying(self, ids: npt.NDArray[np.intc]) -> bool:
         """Inside an argument string: the batched engine drafts only there."""
@@ -75,7 +86,7 @@ class LocalCompiler:
         if spec.answer_only:  # the decision is made: answer
             spec = replace(spec, steering=Steering(call_prior=-math.inf, decide=True))
         constraint = self.provider.constraint(spec, prompt_len=prompt_len)
-        grounding = None
+        grounding = answers = None
         if spec.grounding is not None:
             g = spec.grounding
             grounding = GroundingProcessor(
@@ -92,4 +103,7 @@ class LocalCompiler:
                 latest=LatestRound.of(g.source, g.request, g.latest_args, g.latest_results),
                 said=g.said,
             )
-        return LocalConstraint(spec, constraint, grounding)
+            values = result_values(g.latest_results, g.request, g.latest_args) if g.latest_results else []
+            if values and spec.steering is not None and spec.steering.decide:
+                answers = AnswerGrounding(self.provider.vocab, values, prompt_len=prompt_len, bias=g.bias)
+        return LocalConstraint(spec, constraint, grounding, answers)

@@ -177,10 +177,12 @@ def closest_records(
 
 
 class SpanIndex:
-    """The substrings of ``text``, by the positions where a partial value ends."""
+    """The substrings of ``text``, by the positions where a partial value ends; ``names``: spans of
+    ``text`` that are names as a file's is though no file name's shape shows it (a folder named so)."""
 
-    def __init__(self, text: bytes, vocab: TokenVocab) -> None:
+    def __init__(self, text: bytes, vocab: TokenVocab, names: Sequence[tuple[int, int]] = ()) -> None:
         self.text = text
+        self.names = tuple(names)
         self.vocab = vocab
         self.number_spans = number_spans(text)
         self.numbers = {n for _, _, n in self.number_spans}
@@ -236,6 +238,7 @@ class SpanIndex:
                 chunk = m.group().rstrip(b".:!?")
                 if _FILE_NAME.search(chunk) and not _NUMBER.fullmatch(chunk):
                     self._files.append((m.start(), m.start() + len(chunk)))
+            self._files = sorted({*self._files, *self.names})
         return [(a, b) for a, b in self._files if a not in blocked]
 
     def file_name_starts(self, blocked: set[int]) -> npt.NDArray[np.int32]:

@@ -20,7 +20,8 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
    (``reground_min``, :mod:`tether.guardrails.values`);
 5. **shapes** (:mod:`~tether.guardrails.steps.shapes`) — a string value goes in the shape its
    parameter asks for: a date as ``YYYY-MM-DD`` (``format: date`` or the description's words), a US
-   state as its code (``shape_values``, :mod:`tether.guardrails.shapes`);
+   state as its code (``shape_values``, :mod:`tether.guardrails.shapes`); a from/to pair in the
+   request's order and a command the request gives, whole (:mod:`tether.guardrails.said_values`);
 6. **duplicates** (:mod:`~tether.guardrails.steps.duplicates`) — an identical call later in the
    same reply is dropped, and (``end_loops``) so is a call identical to one of the previous turn's
    whose result came back without failing: the result is already in the conversation, and a small

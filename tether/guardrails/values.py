@@ -54,7 +54,7 @@ def regrounded_tool(
     each unsaid number to the request's numbers no other
     value uses, every other said value fixed as given, optional values nobody said left out, nothing
     added; with the errors that say why. None when the tool fits the request less than
-    ``min_relevance`` (unless only dates are asked again), an unsaid value is not a plain string or
+    ``min_relevance`` (unless only dates and files the request names are asked again), an unsaid value is not a plain string or
     number, or nothing is left to offer."""
     props = tool.parameters.get("properties") or {}
     found = {k: _plain_kind(call.arguments.get(k), props.get(k), k) for k in unsaid}
@@ -78,9 +78,10 @@ def regrounded_tool(
     }
     # A file parameter takes a file the request names, however the model began ("read" for the
     # VERSION.txt of "Which version is written in VERSION.txt?"): a name is copied, never composed.
-    filed = {k for k in unsaid if kinds[k] == "string" and names_a_file(k) and file_mentions(request)}
+    named_files = file_mentions(request)
+    filed = {k for k in unsaid if kinds[k] == "string" and names_a_file(k) and named_files}
     for k in filed:
-        choices[k] = file_mentions(request)
+        choices[k] = named_files
     dated = set()
     for k in unsaid:  # a date (and time) nobody said: the ones the conversation says, written alike
         if (dates := _said_dates(call.arguments[k], spoken)) is not None:

@@ -20,15 +20,26 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tether.grammar.file_names import folder_mentions
 from tether.grammar.formats.base import ToolSpec
-from tether.schema_kinds import names_a_file
+from tether.schema_kinds import name_words, names_a_file
 from tether.selection.relevance import ToolRelevance, rank_tools
 
 if TYPE_CHECKING:
     from tether.selection.decision import DecisionModel
     from tether.selection.semantic import SemanticRelevance
 
-__all__ = ["clauses", "declines_action", "file_mentions", "leading_run", "names_a_file_for", "request_steps"]
+__all__ = [
+    "clauses",
+    "command_mentions",
+    "command_runner",
+    "declines_action",
+    "file_mentions",
+    "leading_run",
+    "names_a_file_for",
+    "request_steps",
+    "takes_command",
+]
 
 _SPLIT = re.compile(r"(?<=[.!?;:,])\s+|\n+|\s+(?:and\s+then|then|and)\s+", re.IGNORECASE)
 _LEAD = re.compile(r"^(?:and\s+then|then|and)\s+", re.IGNORECASE)  # ", then read …" begins at "read"
@@ -54,18 +65,47 @@ _DECLINED = re.compile(
 _FILE_MENTION = re.compile(r"(?<![\w@/.-])(?:[\w.-]+/)*[\w-]{2,}\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w@/(-])")
 
 
+# A command the request gives: "Run the command ls -la", "run `npm test`".
+_COMMAND_MENTION = re.compile(
+    r"`([^`\n]+)`|\bthe\s+(?:shell\s+)?command:?\s+(?!(?:line|prompt|palette)\b)(\S[^\n]*?)(?=\s+and\s|[.?!]?$|[.?!]\s)"
+)
+_COMMAND_WORDS = frozenset({"command", "cmd"})
+
+
 def file_mentions(text: str) -> list[str]:
     """The file names ``text`` writes, in order, once each."""
     return list(dict.fromkeys(_FILE_MENTION.findall(text)))
 
 
+def command_mentions(text: str) -> list[str]:
+    """The shell commands ``text`` gives to run: in backticks, or after "the command"."""
+    return list(
+        dict.fromkeys(c.strip() for pair in _COMMAND_MENTION.findall(text) for c in pair if c.strip())
+    )
+
+
+def takes_command(key: str) -> bool:
+    """Whether a parameter named ``key`` takes a shell command (``command``, ``cmd``)."""
+    return bool(_COMMAND_WORDS & name_words(key))
+
+
+def command_runner(request: str, tools: Sequence[ToolSpec]) -> str | None:
+    """The one offered tool that takes a command, where the request gives one to run; else None."""
+    if not command_mentions(request):
+        return None
+    runners = [t.name for t in tools if any(takes_command(k) for k in t.parameters.get("properties") or ())]
+    return runners[0] if len(runners) == 1 else None
+
+
 def names_a_file_for(request: str, tools: Sequence[ToolSpec]) -> bool:
-    """Does the request name a file while an offered tool takes one (a ``path``, ``filePath``)?
-    Agents' file tools come with long descriptions that match a short request poorly in meaning,
-    and a file name says little to the embedding model: such a request is the model's to decide."""
-    if not file_mentions(request):
-        return False
-    return any(names_a_file(key) for tool in tools for key in tool.parameters.get("properties") or ())
+    """Does the request name a file or a folder while an offered tool takes one (a ``path``,
+    ``filePath``), or give a command to run while one takes a ``command``? Agents' tools come with
+    long descriptions that match a short request poorly in meaning, and a file name or a command line
+    says little to the embedding model: such a request is the model's to decide."""
+    keys = [key for tool in tools for key in tool.parameters.get("properties") or ()]
+    if (file_mentions(request) or folder_mentions(request)) and any(names_a_file(k) for k in keys):
+        return True
+    return bool(command_mentions(request)) and any(takes_command(k) for k in keys)
 
 
 def declines_action(request: str) -> bool:

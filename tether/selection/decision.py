@@ -30,6 +30,7 @@ take that many values in one call, ending it before that costs ``short_list_bias
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,7 +39,14 @@ from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.steering import Steering
 from tether.schema_kinds import extractive_kind
-from tether.selection.clauses import clauses, declines_action, leading_run, names_a_file_for, request_steps
+from tether.selection.clauses import (
+    clauses,
+    command_runner,
+    declines_action,
+    leading_run,
+    names_a_file_for,
+    request_steps,
+)
 from tether.selection.enumeration import enumerated_items
 from tether.selection.next_step import next_step
 from tether.selection.relevance import ToolRelevance, rank_tools
@@ -119,11 +127,23 @@ def fitted_decision(*, semantic: bool) -> DecisionModel:
 
 def request_text(messages: Sequence[Message]) -> str:
     """What the user asked: the last user message that asks (the tools must fit the current request),
-    not a note tether wrote into the history (:func:`tether.chat.is_request`)."""
+    not a note tether wrote into the history (:func:`tether.chat.is_request`). A message sent as one
+    JSON string literal (``opencode run`` quotes the user's words: ``"Run \\"ls\\""``) is read as the
+    text it encodes."""
     for msg in reversed(messages):
         if is_request(msg):
-            return msg.content
+            return _unquoted(msg.content)
     return ""
+
+
+def _unquoted(text: str) -> str:
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, str) else text
 
 
 def relevance(
@@ -187,6 +207,9 @@ def steering_for(
     elif name_prior and len(set(steps)) > 1:
         # A fresh ask of several steps starts at its first, however well the later ones fit the whole.
         name_prior[steps[0]] = max(name_prior.values()) + model.pending_name_bias
+    elif name_prior and (runner := command_runner(request_text(messages), tools)) is not None:
+        # "Run the command …" with one tool that takes a command: that tool, however its words fit.
+        name_prior[runner] = max(name_prior.values()) + model.pending_name_bias
     max_calls = enumerated_items(request_text(messages)) if cap and not in_loop else None
     plan = steps if step is None else () if step.named else step.todo
     if cap and _in_turns(plan):  # a step that comes again after another waits for that one's result

@@ -41,7 +41,8 @@ from typing import Any
 from tether.chat import Message
 from tether.grammar.datetimes import written_dates, written_times
 from tether.grammar.spans import number_spans
-from tether.schema_kinds import extractive_kind
+from tether.schema_kinds import extractive_kind, names_a_file
+from tether.selection.clauses import file_mentions
 from tether.selection.relevance import listed_choices, stem, weight
 
 __all__ = [
@@ -170,7 +171,17 @@ def echoes(value: str, *names: str) -> bool:
     return bool(words) and words <= set().union(*(_name_words(n) for n in names))
 
 
+def _file_after_tool(value: str, source: Grounding, tool: str, key: str) -> bool:
+    """A file named after the tool ("Read.json" for Read) that the text does not write: it echoes the
+    schema as much as "Read" would."""
+    if not names_a_file(key) or file_mentions(value) != [value] or value.lower() in source.text:
+        return False
+    return echoes(value.rsplit("/", 1)[-1].rsplit(".", 1)[0], tool, key)
+
+
 def _found(kind: str, value: Any, source: Grounding, tool: str, key: str) -> bool:
+    if kind == "string" and _file_after_tool(value, source, tool, key):
+        return False
     if kind == "string":
         return source.has_string(value) and not echoes(value, tool, key)
     return source.has_value(value)

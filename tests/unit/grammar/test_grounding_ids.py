@@ -90,6 +90,21 @@ def test_a_file_only_the_clients_instructions_name_gives_way_to_one_the_user_nam
     assert plain[ord("s")] == 8.0 and plain[ord("l")] == 8.0
 
 
+def test_a_folder_the_user_names_is_a_name_and_the_instructions_paths_give_way() -> None:
+    # opencode's example path begins with the folder the user asks about.
+    system = "Cite code as src/services/process.ts:712."
+    said = "List the files in the src folder."
+    head = b'{"name": "read_file", "arguments": {"path": "'
+    grounding = GroundingProcessor(VOCAB, system + "\n" + said, [READ], prompt_len=0, said=said)
+    assert _step(grounding, head)[ord("s")] == 8.0  # the folder's first token
+    grounding = GroundingProcessor(VOCAB, system + "\n" + said, [READ], prompt_len=0, said=said)
+    out = _step(grounding, head + b"src")
+    assert out[ord('"')] > 0 and out[ord("/")] == 0.0  # the folder ends; the example does not go on
+    # Without the folder, the example path goes on as before.
+    grounding = GroundingProcessor(VOCAB, system + "\nList them.", [READ], prompt_len=0, said="List them.")
+    assert _step(grounding, head + b"src")[ord("/")] > 0
+
+
 def test_of_several_labelled_ids_the_one_whose_record_the_request_describes() -> None:
     result = (
         b'[{"id": 1, "item": "desk lamp", "status": "delivered"}, '

@@ -1,7 +1,10 @@
-"""Step 5, shapes: string values put in the shape their parameter asks for (:mod:`tether.guardrails.shapes`).
+"""Step 5, shapes: string values put in the shape their parameter asks for (:mod:`tether.guardrails.shapes`),
+a from/to pair in the order the request says it and a command it gives whole
+(:mod:`tether.guardrails.said_values`).
 
 Runs after the arguments are checked: a date the user wrote as "April 25, 2023" goes to a
-``YYYY-MM-DD`` parameter as ``2023-04-25``, "California" to a two-letter state parameter as ``CA``.
+``YYYY-MM-DD`` parameter as ``2023-04-25``, "California" to a two-letter state parameter as ``CA``;
+"change color = red to color = blue" gives ``oldString`` the red line however the model paired them.
 Noted as ``args_reshaped``; a value already in shape, or one that does not read as the shape, is
 left as the model wrote it.
 """
@@ -13,8 +16,10 @@ from typing import Any
 
 from tether.calls import ToolCall
 from tether.guardrails.interventions import Intervention
+from tether.guardrails.said_values import ordered_pairs, whole_commands
 from tether.guardrails.shapes import reshape, wanted_shape
 from tether.guardrails.steps.context import GuardContext, never_asks
+from tether.selection.decision import request_text
 
 __all__ = ["shapes"]
 
@@ -32,6 +37,9 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
         fixed = reshape(value, shape) if shape is not None else None
         if fixed is not None and fixed != value:
             changed[key] = fixed
+    request = request_text(ctx.history)
+    changed |= ordered_pairs({**call.arguments, **changed}, props, request)
+    changed |= whole_commands({**call.arguments, **changed}, props, request)
     if not changed:
         return call
     after = {**call.arguments, **changed}
