@@ -131,14 +131,10 @@ class AnswerGrounding:
             self.seen = n
         if not active or not self.open or self._escape:
             return logits
+        # A value begun goes on; otherwise a new word may begin one (after a space, mid-word).
         going_on = self._going_on() if self.word else None
-        if going_on is not None:
-            logits[going_on] += self.bias
-        elif not self.word or self.spaced:
-            starts = self._start_ids()
-            if starts.size:
-                logits[starts] += self.bias
-        else:
-            return logits
-        self.boosted += 1
+        boost = going_on if going_on is not None else self._start_ids()
+        if boost.size:
+            logits[boost] += self.bias
+            self.boosted += 1
         return logits
