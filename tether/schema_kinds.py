@@ -25,6 +25,7 @@ from tether.coercion import schema_types
 
 __all__ = [
     "composed",
+    "described_default",
     "examples",
     "extractive_kind",
     "identifier_words",
@@ -106,6 +107,25 @@ def examples(schema: Any) -> list[str]:
     return [v.rstrip(".") for v in out if v.rstrip(".")]
 
 
+# "Default is 52.", "defaults to 'c'", "(default: 10)": one quoted value, number or word that ends its
+# clause ("Default is the current time." names no value).
+_DESCRIBED_DEFAULT = re.compile(
+    r"\bdefaults?(?:\s+(?:is|to|value\s+is|of))?\s*[:=]?\s*"
+    r"(?:'([^'\n]{1,40})'|\"([^\"\n]{1,40})\"|`([^`\n]{1,40})`|([-+]?\d+(?:\.\d+)?|[A-Za-z_]\w*))"
+    r"(?=\s*(?:[.,;)]|$))",
+    re.I,
+)
+
+
+def described_default(schema: Any) -> str | None:
+    """The default a parameter's description states ("The size of the deck. Default is 52." → ``"52"``)
+    when its schema has no ``default`` of its own: what the tool does with nothing said."""
+    if not isinstance(schema, Mapping) or "default" in schema:
+        return None
+    m = _DESCRIBED_DEFAULT.search(str(schema.get("description") or ""))
+    return next((g for g in m.groups() if g is not None), None) if m else None
+
+
 def extractive_kind(schema: Any, name: str = "") -> str | None:
     """``"string"`` or ``"number"`` for a value the conversation should supply; None otherwise.
 
@@ -133,10 +153,14 @@ _CITY_STATE_EXAMPLE = re.compile(r"[A-Z][a-z]+(?: [A-Z][a-z]+)*, [A-Z]{2}\b")
 _CITY_COUNTRY = re.compile(r"city,\s*country", re.I)
 
 
+_COUNTRY_CODE = re.compile(r"ISO[ -]?3166|alpha-2|(?:two|2)[- ]letter country|country code", re.I)
+
+
 def wanted_shape(spec: Mapping[str, Any]) -> str | None:
     """The shape a string parameter asks for: ``date`` (ISO), ``date-time`` (ISO, ``date-time-z`` in
-    UTC), ``us-date``, ``state-code``, ``city-state``, ``city-country``, or None."""
-    if spec.get("format") in ("date", "date-time"):
+    UTC), ``us-date``, ``time`` (24-hour ``HH:MM``; ``time-s`` with seconds), ``state-code``, ``country-code`` (ISO 3166
+    alpha-2), ``city-state``, ``city-country``, or None."""
+    if spec.get("format") in ("date", "date-time", "time"):
         return str(spec["format"])
     text = str(spec.get("description") or "")
     if m := re.search(r"YYYY-MM-DD[T ]HH:MM(?::SS)?(Z)?", text):
@@ -149,6 +173,10 @@ def wanted_shape(spec: Mapping[str, Any]) -> str | None:
         return "date"
     if re.search(r"MM/DD/YYYY", text, re.I):
         return "us-date"
+    if "HH:MM" in text and "YYYY" not in text:
+        return "time-s" if "HH:MM:SS" in text else "time"
+    if _COUNTRY_CODE.search(text):
+        return "country-code"
     if re.search(r"\bstate\b", text, re.I) and _STATE_CODE.search(text):
         return "state-code"
     return None

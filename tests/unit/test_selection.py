@@ -476,3 +476,37 @@ def test_a_value_counts_as_the_word_of_its_kind() -> None:
         "read_file", "Read a text file.", {"type": "object", "properties": {"path": {"type": "string"}}}
     )
     assert rank_tools("Read handbook.md", [read])[0].name == 1.0  # "read" and the file it names
+
+
+def test_a_value_the_description_gives_as_its_default_counts_as_said() -> None:
+    from tether.schema_kinds import described_default
+    from tether.selection.grounded import Grounding, check_call
+
+    assert described_default({"description": "The size of the deck. Default is 52."}) == "52"
+    assert described_default({"description": "Unit of the result (default: 'c')."}) == "c"
+    # Not a value: the clause goes on, or the schema has its own default.
+    assert described_default({"description": "Default is the current time."}) is None
+    assert described_default({"description": "Defaults to miles if not specified."}) is None
+    assert described_default({"description": "Default is 5.", "default": 5}) is None
+    schema = {
+        "type": "object",
+        "properties": {
+            "deck_size": {"type": "integer", "description": "The size of the deck. Default is 52."},
+            "hand_size": {"type": "integer", "description": "The size of the hand."},
+        },
+        "required": ["deck_size", "hand_size"],
+    }
+    said = Grounding.of("What is the probability of getting a full house in poker?")
+    assert check_call({"deck_size": 52, "hand_size": 5}, schema, said).unsaid == ("hand_size",)
+    assert check_call({"deck_size": 50, "hand_size": 5}, schema, said).unsaid == ("deck_size", "hand_size")
+
+
+def test_an_identifier_is_said_only_as_the_text_writes_it() -> None:
+    from tether.selection.grounded import Grounding, check_call
+
+    schema = {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}
+    said = Grounding.of("Show me his profile? The account of ann_lee is fine too.")
+    assert check_call({"user_id": "his_profile"}, schema, said).unsaid == ("user_id",)  # composed
+    assert check_call({"user_id": "ann_lee"}, schema, said).unsaid == ()
+    other = {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}
+    assert check_call({"topic": "his_profile"}, other, said).unsaid == ()  # a name may join its words

@@ -96,9 +96,8 @@ def date_time_params(props: Mapping[str, Any], kinds: Mapping[str, str | None]) 
         if kinds.get(key) != "string" or not isinstance(spec, Mapping) or "string" not in schema_types(spec):
             continue
         shape = wanted_shape(spec)
-        said = str(spec.get("description") or "")
         if shape in ("date", "date-time", "date-time-z", "us-date"):
             out[key] = "date"
-        elif spec.get("format") == "time" or ("HH:MM" in said and "YYYY" not in said):
+        elif shape in ("time", "time-s"):
             out[key] = "time"
     return out

@@ -39,6 +39,7 @@ from tether.grammar.spans import (
     SpanIndex,
     SpanLedger,
     closest_records,
+    counted_by,
     labelled_by,
     labelled_ids,
     readings_for,
@@ -361,8 +362,11 @@ class GroundingProcessor:
             labelled = labelled_ids(self.index.text, found, words) if words is not None else []
             if len(labelled) > 1:  # several records: the one the request describes
                 labelled = closest_records(self.index.text, labelled, self.request)
-            if words is None:  # a number the text labels with the parameter's name: "TOTAL 9875"
-                labelled = labelled_by(self.index.text, found, (), name_words(key))
+            if words is None:  # a number the text labels with the parameter's name ("TOTAL 9875"), or
+                # one that counts what the name counts ("two adults" for number_of_adults)
+                named = name_words(key)
+                labelled = labelled_by(self.index.text, found, (), named)
+                labelled += [s for s in counted_by(self.index.text, found, named) if s not in labelled]
             found = labelled or found
             if self.latest is not None:  # in a loop: the latest round's number, not an earlier round's
                 found = self.latest.fresh(found)

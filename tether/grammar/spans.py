@@ -30,6 +30,7 @@ __all__ = [
     "SpanLedger",
     "Use",
     "closest_records",
+    "counted_by",
     "labelled_by",
     "labelled_ids",
     "number_spans",
@@ -152,6 +153,18 @@ def labelled_by(
         return []
     label = re.compile(rb"(?:(?<![A-Za-z])(?:" + b"|".join(labels) + rb"))[\s\"':=]*$", re.IGNORECASE)
     return [(a, b, n) for a, b, n in spans if label.search(text[max(0, a - 24) : a])]
+
+
+def counted_by(
+    text: bytes, spans: Sequence[tuple[int, int, bytes]], words: Iterable[str]
+) -> list[tuple[int, int, bytes]]:
+    """The numbers of ``spans`` that count one of ``words`` (a plural too), right before it with only
+    spaces or a hyphen between: "two adults" for a ``number_of_adults``, "6 games" for ``num_games``."""
+    nouns = [re.escape(w.encode()) + b"s?" for w in sorted(words)]
+    if not nouns:
+        return []
+    noun = re.compile(rb"^[\s-]*(?:" + b"|".join(nouns) + rb")(?![A-Za-z])", re.IGNORECASE)
+    return [(a, b, n) for a, b, n in spans if noun.match(text[b : b + 32])]
 
 
 _RECORD_WORD = re.compile(rb"[A-Za-z]{3,}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,9 +27,9 @@ from tether.coercion import schema_types
 from tether.grammar.formats.base import ToolSpec
 from tether.grammar.spans import number_spans
 from tether.guardrails.arguments import FieldError
-from tether.schema_kinds import extractive_kind, names_a_file
+from tether.schema_kinds import described_default, extractive_kind, names_a_file
 from tether.selection.clauses import file_mentions
-from tether.selection.grounded import Grounding, is_number, request_spans, said, variant_keys
+from tether.selection.grounded import Grounding, echoes, is_number, request_spans, said, variant_keys
 from tether.selection.relevance import content_words, mentioned_flags, rank_tools, stem
 
 __all__ = ["merge_variant", "regrounded_tool"]
@@ -41,6 +41,14 @@ def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)}
 
 
+def _begun_alike(spans: Sequence[str], value: str) -> list[str]:
+    """The spans that begin as ``value`` begins, or that end with it as whole words."""
+    tail = " " + " ".join(value.lower().split())
+    return [
+        s for s in spans if s[:1].lower() == value[:1].lower() or (tail != " " and s.lower().endswith(tail))
+    ]
+
+
 def regrounded_tool(
     call: ToolCall,
     tool: ToolSpec,
@@ -50,12 +58,12 @@ def regrounded_tool(
     min_relevance: float,
 ) -> tuple[ToolSpec, tuple[FieldError, ...]] | None:
     """``tool`` narrowed for asking ``call`` again: each ``unsaid`` string limited to the request's
-    spans that begin as the model's value began (a file parameter to the files the request names),
-    each unsaid number to the request's numbers no other
-    value uses, every other said value fixed as given, optional values nobody said left out, nothing
-    added; with the errors that say why. None when the tool fits the request less than
-    ``min_relevance`` (unless only dates and files the request names are asked again), an unsaid value is not a plain string or
-    number, or nothing is left to offer."""
+    spans that begin as the model's value began or end with it (a file parameter to the files the
+    request names), each unsaid number to the request's numbers no other value uses, either one
+    also to the default its description states; every other said value fixed as given, optional
+    values nobody said left out, nothing added; with the errors that say why. None when the tool
+    fits the request less than ``min_relevance`` (unless only dates and files the request names are
+    asked again), an unsaid value is not a plain string or number, or nothing is left to offer."""
     props = tool.parameters.get("properties") or {}
     found = {k: _plain_kind(call.arguments.get(k), props.get(k), k) for k in unsaid}
     kinds = {k: v for k, v in found.items() if v is not None}
@@ -71,10 +79,12 @@ def regrounded_tool(
         if not {stem(w) for w in _words(s)} & taken and not _words(s) & taken
     ]
     # The model began the value it meant and lost its way ("Bahia" for Brazil, "Cinacadae" for
-    # Chinese): only spans that begin as its value began are offered. A value that begins like no
-    # span was no attempt at one.
+    # Chinese): only spans that begin as its value began are offered, or that end with it ("League"
+    # of "Premier League": the model began the name late). Any other value was no attempt at one.
+    # A span made of the schema's own words ("League" for league) is the name echoed, not a value.
     choices: dict[str, list[Any]] = {
-        k: [s for s in spans if s[:1].lower() == str(call.arguments[k])[:1].lower()] for k in unsaid
+        k: [s for s in _begun_alike(spans, str(call.arguments[k])) if not echoes(s, tool.name, k)]
+        for k in unsaid
     }
     # A file parameter takes a file the request names, however the model began ("read" for the
     # VERSION.txt of "Which version is written in VERSION.txt?"): a name is copied, never composed.
@@ -95,6 +105,10 @@ def regrounded_tool(
             integral = "integer" in schema_types(props.get(k))
             fit = (n for n in numbers if float(n) not in used and (not integral or float(n).is_integer()))
             choices[k] = list(dict.fromkeys(int(n) if integral else n for n in fit))
+    for k in unsaid:  # the default the description states is the tool's own value ("Default is 52.")
+        default = _default_value(props.get(k), kinds[k])
+        if default is not None and k not in dated | filed and default not in choices[k]:
+            choices[k].append(default)
     if not all(choices.values()):
         return None
     # A date the conversation states, or a file the request names, is its own: only words and numbers
@@ -153,6 +167,19 @@ def _said_dates(value: object, spoken: Grounding) -> list[str] | None:
             continue
         out += [f"{day}{sep}{h:02d}:{mi:02d}{':00' if seconds else ''}{zone or ''}" for h, mi in times]
     return out
+
+
+def _default_value(schema: object, kind: str) -> Any:
+    """The default ``schema``'s description states, as a value of ``kind``; None when it states none."""
+    default = described_default(schema)
+    if default is None or kind == "string":
+        return default
+    try:
+        number = float(default)
+    except ValueError:
+        return None
+    integral = isinstance(schema, Mapping) and "integer" in schema_types(schema)
+    return int(number) if integral and number.is_integer() else None if integral else number
 
 
 def _plain_kind(value: object, schema: object, name: str) -> str | None:

@@ -16,11 +16,14 @@ call's *extractive* values (strings and numbers without ``enum``, ``const`` or `
   (:func:`tether.grammar.spans.number_spans`: ``1,000``, ``2 million``, ``5%`` for 0.05, "two",
   "a dozen");
 * an identifier or an address written as one token (``his_id``, ``ann@ann.com``) counts only when
-  every part of it is said, and a value made only of the tool's or the parameter's own name words
+  every part of it is said, and the value of an identifier parameter (``user_id``, ``orderId``) only
+  when the text writes it whole (``his_profile`` for "his profile?" is composed, not copied), and a value made only of the tool's or the parameter's own name words
   (``"name"`` for ``name``, ``["concat", "strings"]`` for ``concat_strings``) is the schema echoed,
   never counted as said; a date-time counts when its date is said and so is its time of day
   (``"1:45 pm"`` for ``T13:45``);
-* the values inside objects (and arrays of them) count like top-level ones.
+* the values inside objects (and arrays of them) count like top-level ones;
+* a top-level value that its parameter's description gives as the default ("The size of the deck.
+  Default is 52.", :func:`tether.schema_kinds.described_default`) counts as said: the tool says it.
 
 Booleans, enums, defaults and values without a schema say nothing either way. The guard
 pipeline abstains from a call whose share is below its threshold, or (``strict``) one with a
@@ -41,7 +44,7 @@ from typing import Any
 from tether.chat import Message
 from tether.grammar.datetimes import written_dates, written_times
 from tether.grammar.spans import number_spans
-from tether.schema_kinds import extractive_kind, names_a_file
+from tether.schema_kinds import described_default, extractive_kind, identifier_words, names_a_file
 from tether.selection.clauses import file_mentions
 from tether.selection.relevance import listed_choices, stem, weight
 
@@ -86,12 +89,16 @@ class Grounding:
             flat, stems, frozenset(numbers), frozenset(written_dates(flat)), frozenset(written_times(flat))
         )
 
+    def writes(self, value: str) -> bool:
+        """Whether the text writes ``value`` itself, from the start of a word (case and spacing
+        ignored; a value of up to three letters as a whole word)."""
+        flat = " ".join(value.lower().split())
+        end = r"(?![^\W_])" if len(flat) <= 3 else ""
+        return not flat or bool(re.search(r"(?<![^\W_])" + re.escape(flat) + end, self.text))
+
     def has_string(self, value: str) -> bool:
         flat = " ".join(value.lower().split())
-        if not flat:
-            return True
-        end = r"(?![^\W_])" if len(flat) <= 3 else ""
-        if re.search(r"(?<![^\W_])" + re.escape(flat) + end, self.text):
+        if self.writes(flat):
             return True
         if self.dates and written_dates(flat) & self.dates:
             # A date-time is said with its time of day; midnight is what a bare date means.
@@ -179,9 +186,21 @@ def _file_after_tool(value: str, source: Grounding, tool: str, key: str) -> bool
     return echoes(value.rsplit("/", 1)[-1].rsplit(".", 1)[0], tool, key)
 
 
+def _is_default(value: Any, default: str) -> bool:
+    """Is ``value`` the default its parameter's description states? Then the tool said it."""
+    if isinstance(value, str):
+        return value.strip().lower() == default.lower()
+    try:
+        return is_number(value) and float(value) == float(default)
+    except ValueError:
+        return False
+
+
 def _found(kind: str, value: Any, source: Grounding, tool: str, key: str) -> bool:
     if kind == "string" and _file_after_tool(value, source, tool, key):
         return False
+    if kind == "string" and identifier_words(key) is not None:
+        return source.writes(value) and not echoes(value, tool, key)  # an id is copied, never composed
     if kind == "string":
         return source.has_string(value) and not echoes(value, tool, key)
     return source.has_value(value)
@@ -203,8 +222,9 @@ def check_call(
         top = not isinstance(value, Mapping) and not (
             value and isinstance(value, list) and isinstance(value[0], Mapping)
         )
+        default = described_default(props.get(key)) if top else None
         for kind, v in _values(value, props.get(key), key):
-            ok = _found(kind, v, source, tool, key)
+            ok = _found(kind, v, source, tool, key) or (default is not None and _is_default(v, default))
             total += 1
             found += ok
             if not ok and top and key in required and key not in unsaid:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from tests.unit.test_clauses import READ, RECORD
+from tether.grammar.formats.base import ToolSpec
 from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.recent import LatestRound
-from tether.grammar.spans import labelled_by, number_spans
+from tether.grammar.spans import counted_by, labelled_by, number_spans
 from tether.grammar.vocab import TokenVocab
 
 WORDS = [b"READ", b"read", b"Read", b"logs", b"reports"]
@@ -52,6 +53,25 @@ def test_labelled_numbers_are_those_right_after_a_label() -> None:
     spans = number_spans(text)
     assert [n for _, _, n in labelled_by(text, spans, (), {"total"})] == [b"9875"]
     assert [n for _, _, n in labelled_by(text, spans, (), {"amount"})] == [b"50"]
+
+
+def test_a_count_is_the_number_right_before_what_the_parameter_counts() -> None:
+    text = b"A house from May 22nd, 2023 for two adults, 3-bedroom, 6 games"
+    spans = number_spans(text)
+    assert [n for _, _, n in counted_by(text, spans, {"number", "adults"})] == [b"2"]
+    assert [n for _, _, n in counted_by(text, spans, {"bedroom"})] == [b"3"]
+    assert counted_by(text, spans, {"nights"}) == []
+    book = ToolSpec(
+        "book_house",
+        "Book a house",
+        {"type": "object", "properties": {"number_of_adults": {"type": "integer"}}},
+    )
+    g = GroundingProcessor(VOCAB, text.decode(), [book], prompt_len=0)
+    out = _step(g, b'{"name": "book_house", "arguments": {"number_of_adults": ')
+    assert out[tid(b"2")] > 0 and out[tid(b"3")] == 0 and out[tid(b"6")] == 0  # not another count
+    g = GroundingProcessor(VOCAB, text.decode(), [book], prompt_len=0)
+    out = _step(g, b'{"name": "book_house", "arguments": {"number_of_adults": 2')
+    assert out[tid(b"0")] == 0  # nor the year
 
 
 def test_in_a_loop_the_number_comes_from_the_latest_result_and_the_option_its_call_named() -> None:

@@ -201,7 +201,7 @@ def test_args_tracker_follows_keys_values_and_the_tool() -> None:
 
 def test_grounding_prefers_the_conversations_own_values() -> None:
     g = GroundingProcessor(
-        VOCAB, "What is the weather in Paris for 3 days from 1941?", TOOLS, prompt_len=0, bias=4.0
+        VOCAB, "What is the weather in Paris for 3 of the years from 1941?", TOOLS, prompt_len=0, bias=4.0
     )
     text = b'{"tool_calls": [{"name": "get_weather", "arguments": {"city": "'
     ids = [b for b in text]

@@ -162,3 +162,32 @@ def test_a_file_parameter_is_asked_again_with_the_files_the_request_names() -> N
     assert narrowed is not None
     assert narrowed[0].parameters["properties"] == {"filePath": {"type": "string", "enum": ["VERSION.txt"]}}
     assert _ask(ToolCall("read", {"filePath": "read"}), read, "filePath", "Which version is this?") is None
+
+
+SCHEDULE = tool("sports_team_get_schedule", "The schedule of a team", team_name=STRING, league=STRING)
+POKER = tool(
+    "poker_probability_full_house",
+    "The probability of a full house",
+    deck_size={"type": "integer", "description": "The size of the deck. Default is 52."},
+    hand_size={"type": "integer", "description": "The size of the hand. Default is 5."},
+)
+
+
+def test_a_value_the_model_began_late_is_asked_again_among_the_spans_it_ends() -> None:
+    ask = "Give me the schedule of Manchester United in Premier League."
+    call = ToolCall("sports_team_get_schedule", {"team_name": "Manchester United", "league": "League"})
+    narrowed = _ask(call, SCHEDULE, "league", ask)
+    assert narrowed is not None
+    enum = narrowed[0].parameters["properties"]["league"]["enum"]  # type: ignore[attr-defined]
+    # "League" alone is the parameter's name echoed: never offered again.
+    assert "Premier League" in enum and "League" not in enum
+
+
+def test_an_unsaid_number_may_be_the_default_its_description_states() -> None:
+    ask = "What is the probability of getting a full house in poker?"
+    call = ToolCall("poker_probability_full_house", {"deck_size": 5, "hand_size": 5})
+    narrowed = _ask(call, POKER, "deck_size", ask)
+    assert narrowed is not None
+    assert narrowed[0].parameters["properties"]["deck_size"]["enum"] == [52]  # type: ignore[attr-defined]
+    undescribed = tool("deal", "Deal a hand", deck_size=INTEGER)
+    assert _ask(ToolCall("deal", {"deck_size": 5}), undescribed, "deck_size", ask) is None

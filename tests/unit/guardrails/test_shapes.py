@@ -26,6 +26,9 @@ STATE = {"type": "string", "description": "The two-letter state abbreviation, e.
         ({"type": "string", "description": "Timestamp YYYY-MM-DDTHH:MM:SS"}, "date-time"),
         ({"type": "string", "description": "The state of the order"}, None),
         ({"type": "string", "description": "The city"}, None),
+        ({"type": "string", "description": "Departure time, in 24-hour format 'HH:MM'."}, "time"),
+        ({"type": "string", "description": "Start, as HH:MM:SS"}, "time-s"),
+        ({"type": "string", "description": "The country. Use ISO 3166-1 alpha-2 codes."}, "country-code"),
     ],
 )
 def test_the_shape_comes_from_the_schema_or_the_description(spec: dict[str, str], shape: str | None) -> None:
@@ -47,6 +50,14 @@ def test_the_shape_comes_from_the_schema_or_the_description(spec: dict[str, str]
         ("February 30, 2023", "date", None),  # not a date
         ("next Friday", "date", None),
         ("April 25, 2023", "us-date", "04/25/2023"),
+        ("10:00 AM", "time", "10:00"),
+        ("2 pm", "time-s", "14:00:00"),
+        ("14:30", "time", None),  # in shape already
+        ("noon", "time", None),
+        ("UK", "country-code", "GB"),
+        ("Japan", "country-code", "JP"),
+        ("JP", "country-code", None),
+        ("Narnia", "country-code", None),
         ("California", "state-code", "CA"),
         ("new york", "state-code", "NY"),
         ("CA", "state-code", None),
@@ -102,3 +113,26 @@ def test_a_date_time_parameter_gets_one_iso_date_and_time_of_day() -> None:
     assert reshape("2023-04-25T10:00:00", "date-time") is None  # in shape already
     assert reshape("05/04/2023 at 1 pm", "date-time") is None  # May 4th or 5 April
     assert reshape("April 25, 2023 from 1 pm to 3 pm", "date-time") is None  # two times: which?
+
+
+def test_a_date_without_a_year_is_dated_in_the_one_year_the_request_states() -> None:
+    from tether.guardrails.shapes import said_year
+
+    ask = "I'm looking for a house to book from May 15th to May 22nd, 2023 for two adults."
+    assert said_year(ask) == 2023
+    assert said_year("From May 15th, 2023 to Jan 2nd, 2024") is None  # two years: which one?
+    assert reshape("May 15th", "us-date", 2023) == "05/15/2023"
+    assert reshape("22nd of May", "date", 2023) == "2023-05-22"
+    assert reshape("May 15th", "us-date") is None  # no year said: left as written
+    tool = ToolSpec("book_house", "", {"type": "object", "properties": {"check_in_date": US}})
+    call = ToolCall("book_house", {"check_in_date": "May 15th"})
+    guarded = run_guard_sync(guard_steps([call], [tool], PRESETS["strict"], (Message("user", ask),)))
+    assert dict(guarded.calls[0].arguments) == {"check_in_date": "05/15/2023"}
+
+
+def test_a_sentence_copied_into_a_place_gives_the_place_it_ends_with() -> None:
+    sentence = "Search for therapist help my mental health issues in san jose"
+    assert reshape(sentence, "city-state") == "san jose, CA"
+    assert reshape("a trip to Rio de Janeiro", "city-country") == "Rio de Janeiro, Brazil"
+    assert reshape("find a dentist in Springfield", "city-state") is None  # many Springfields
+    assert reshape("the best place for sushi", "city-state") is None

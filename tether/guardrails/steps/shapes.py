@@ -17,7 +17,7 @@ from typing import Any
 from tether.calls import ToolCall
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.said_values import ordered_pairs, whole_commands
-from tether.guardrails.shapes import reshape, wanted_shape
+from tether.guardrails.shapes import reshape, said_year, wanted_shape
 from tether.guardrails.steps.context import GuardContext, never_asks
 from tether.selection.decision import request_text
 
@@ -31,13 +31,14 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
         return call
     props: Mapping[str, Any] = ctx.by_name[call.name].parameters.get("properties") or {}
     changed: dict[str, Any] = {}
+    request = request_text(ctx.history)
+    year = said_year(request)
     for key, value in call.arguments.items():
         spec = props.get(key)
         shape = wanted_shape(spec) if isinstance(spec, Mapping) else None
-        fixed = reshape(value, shape) if shape is not None else None
+        fixed = reshape(value, shape, year) if shape is not None else None
         if fixed is not None and fixed != value:
             changed[key] = fixed
-    request = request_text(ctx.history)
     changed |= ordered_pairs({**call.arguments, **changed}, props, request)
     changed |= whole_commands({**call.arguments, **changed}, props, request)
     if not changed:
