@@ -29,12 +29,25 @@ __all__ = [
     "examples",
     "extractive_kind",
     "identifier_words",
+    "name_parts",
     "name_words",
     "names_a_file",
     "wanted_shape",
 ]
 
-_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_NAME_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def name_parts(name: str) -> tuple[str, ...]:
+    """A schema name's words and numbers, lowercased, in order (``oldString`` → ``("old", "string")``,
+    ``address_line2`` → ``("address", "line", "2")``)."""
+    return tuple(w.lower() for w in _NAME_PART.findall(name))
+
+
+def _letters(name: str) -> list[str]:
+    return [w for w in name_parts(name) if not w.isdigit()]
+
+
 # Words that mark a coding agent's composed parameters (opencode, Continue, aider, Claude Code tools).
 _COMPOSED = frozenset(
     {
@@ -59,7 +72,7 @@ def composed(name: str, description: str = "") -> bool:
     content, a shell command, code, a patch, a pattern (``content``, ``newCommand``, ``regex``). A
     code of some kind is a name, not a program: ``country_code``, or ``code`` described as an
     "error code"."""
-    words = [w.lower() for w in _NAME_WORD.findall(name)]
+    words = _letters(name)
     others = set(words) - {"code"}
     named = "code" in words and not others & (_COMPOSED | _PROGRAM)
     if named and (others or _KIND_OF_CODE.search(description)):
@@ -73,18 +86,18 @@ _FILE_WORDS = frozenset({"path", "file", "filename", "filepath", "files", "paths
 def names_a_file(name: str) -> bool:
     """Whether a parameter named ``name`` takes a file's name or path (``path``, ``filePath``,
     ``file_name``, ``target_file``): a value the conversation writes as a file name, whole."""
-    return any(w.lower() in _FILE_WORDS for w in _NAME_WORD.findall(name))
+    return any(w in _FILE_WORDS for w in _letters(name))
 
 
 def name_words(name: str) -> frozenset[str]:
     """The words of a parameter's name of three letters or more (``{"total"}``, ``{"max", "results"}``)."""
-    return frozenset(w.lower() for w in _NAME_WORD.findall(name) if len(w) >= 3)
+    return frozenset(w for w in _letters(name) if len(w) >= 3)
 
 
 def identifier_words(name: str) -> frozenset[str] | None:
     """For a parameter that takes an identifier (``id``, ``order_id``, ``eventId``), the other words
     of its name (``{"order"}``); None for any other parameter."""
-    words = [w.lower() for w in _NAME_WORD.findall(name)]
+    words = _letters(name)
     if "id" not in words and "ids" not in words:
         return None
     return frozenset(w for w in words if w not in ("id", "ids"))

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import date, timedelta
 from typing import Any
 
 from tether.coercion import schema_types
 from tether.schema_kinds import wanted_shape
 
-__all__ = ["date_spans", "date_time_params", "time_spans", "written_dates", "written_times"]
+__all__ = ["date_spans", "date_time_params", "meant_day", "time_spans", "written_dates", "written_times"]
 
 _MONTH_NAMES = (
     "jan january;feb february;mar march;apr april;may;jun june;jul july;aug august;sep sept september"
@@ -101,3 +102,65 @@ def date_time_params(props: Mapping[str, Any], kinds: Mapping[str, str | None]) 
         elif shape in ("time", "time-s"):
             out[key] = "time"
     return out
+
+
+# "Today is 2023.10.1", "today's date: March 3, 2025", "the current date is 2025-03-14".
+_TODAY = re.compile(r"\b(?:today(?:'s\s+date)?|the\s+date\s+today|(?:the\s+)?current\s+date)\s*(?:is|:|=)\s*")
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_COUNTS = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+_RELATIVE = re.compile(
+    r"\b(day\s+after\s+tomorrow|day\s+before\s+yesterday|tomorrow|yesterday|today|tonight)\b"
+    r"|\bin\s+(\d{1,3}|a|one|two|three|four|five|six|seven)\s+days?\b"
+    r"|\b(\d{1,3}|a|one|two|three|four|five|six|seven)\s+days?\s+ago\b"
+    rf"|\bnext\s+({'|'.join(_WEEKDAYS)}|week)\b"
+)
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\s*{_DAY}\b|\b{_DAY}\s+(?:of\s+)?{_MONTH}")
+_OFFSETS = {"day after tomorrow": 2, "day before yesterday": -2, "tomorrow": 1, "yesterday": -1}
+
+
+_WEEKDAY_FIRST = re.compile(r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+")
+
+
+def _date_at(text: str) -> tuple[date, int] | None:
+    """The date ``text`` begins with (a weekday before it allowed: "Sat Dec 06 2026") and where it ends."""
+    lead = _WEEKDAY_FIRST.match(text)
+    skip = lead.end() if lead else 0
+    for pattern, form in _DATE_FORMS:
+        m = pattern.match(text, skip)
+        if m is None:
+            continue
+        parts = dict(zip(form, m.groups(), strict=True))
+        month = _MONTHS[parts["M"]] if "M" in parts else int(parts["m"])
+        try:
+            return date(int(parts["y"]), month, int(parts["d"])), m.end()
+        except ValueError:
+            return None
+    return None
+
+
+def meant_day(text: str) -> date | None:
+    """The day ``text`` means by its one relative day ("tomorrow", "in 3 days", "next Friday") counted
+    from the date it states as today ("today is 2023.10.1"); None unless it states today's date, says
+    exactly one relative day other than "today" and writes no other date or month and day."""
+    low = " ".join(text.lower().split())
+    m = _TODAY.search(low)
+    found = _date_at(low[m.end() :]) if m else None
+    if m is None or found is None:
+        return None
+    today, size = found
+    rest = f"{low[: m.start()]} {low[m.end() + size :]}"
+    phrases = list(_RELATIVE.finditer(rest))
+    if len(phrases) != 1 or written_dates(rest):
+        return None
+    word, ahead, ago, weekday = phrases[0].groups()
+    if _MONTH_DAY.search(rest) or word in ("today", "tonight"):
+        return None  # "on March 5" is another day; "today" is the one stated
+    if word is not None:
+        return today + timedelta(days=_OFFSETS[" ".join(word.split())])
+    if ahead is not None or ago is not None:
+        count = ahead or ago
+        days = int(count) if count.isdigit() else _COUNTS[count]
+        return today + timedelta(days=days if ahead is not None else -days)
+    if weekday == "week":
+        return today + timedelta(days=7)
+    return today + timedelta(days=(_WEEKDAYS.index(weekday) - today.weekday() - 1) % 7 + 1)

@@ -21,29 +21,25 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tether.schema_kinds import name_parts
 from tether.selection.clauses import command_mentions, takes_command
 
 __all__ = ["ordered_pairs", "whole_commands"]
 
-_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _ROLES = {"old": "new", "from": "to", "source": "target", "src": "dst", "original": "replacement"}
 _TARGETS = {"new", "to", "target", "dst", "replacement", "destination", "dest"}
-
-
-def _words(name: str) -> tuple[str, ...]:
-    return tuple(w.lower() for w in _NAME_WORD.findall(name))
 
 
 def _pairs(keys: list[str]) -> list[tuple[str, str]]:
     """(source, target) parameters: names that differ only by a role word in the same place."""
     out: list[tuple[str, str]] = []
     for src in keys:
-        a = _words(src)
+        a = name_parts(src)
         for i, w in enumerate(a):
             if w not in _ROLES:
                 continue
             for dst in keys:
-                b = _words(dst)
+                b = name_parts(dst)
                 same_rest = dst != src and len(b) == len(a) and b[:i] == a[:i] and b[i + 1 :] == a[i + 1 :]
                 if same_rest and (b[i] == _ROLES[w] or (w == "source" and b[i] in _TARGETS)):
                     out.append((src, dst))

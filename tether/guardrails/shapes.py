@@ -25,7 +25,7 @@ from typing import Any
 from tether.grammar.datetimes import written_dates, written_times
 from tether.schema_kinds import wanted_shape
 
-__all__ = ["US_STATES", "reshape", "said_year", "wanted_shape"]
+__all__ = ["US_STATES", "redated", "reshape", "said_year", "wanted_shape"]
 
 _MONTHS = {
     m: i + 1
@@ -170,6 +170,17 @@ def _place(value: str, places: dict[str, tuple[str, str]]) -> str | None:
         if head[-1].lower() in _BEFORE_PLACE and (found := places.get(tail.lower())):
             return f"{tail}, {found[1]}"
     return None
+
+
+def redated(value: Any, shape: str, day: date) -> str | None:
+    """``day`` in ``shape`` (``date`` or ``us-date``) where ``value`` is a string that names another
+    day or none (the request's "tomorrow" counted from the today it states); None otherwise."""
+    if not isinstance(value, str) or shape not in ("date", "us-date"):
+        return None
+    written = _date(value, day.year) or (date.fromisoformat(value) if _ISO_DATE.match(value) else None)
+    if written == day:
+        return None
+    return day.isoformat() if shape == "date" else day.strftime("%m/%d/%Y")
 
 
 def _date_time(value: str, zone: str) -> str | None:

@@ -44,7 +44,7 @@ from typing import Any
 from tether.chat import Message
 from tether.grammar.datetimes import written_dates, written_times
 from tether.grammar.spans import number_spans
-from tether.schema_kinds import described_default, extractive_kind, identifier_words, names_a_file
+from tether.schema_kinds import described_default, extractive_kind, identifier_words, name_parts, names_a_file
 from tether.selection.clauses import file_mentions
 from tether.selection.relevance import listed_choices, stem, weight
 
@@ -168,7 +168,7 @@ class CallGrounding:
 
 def _name_words(name: str) -> set[str]:
     """The stems of a schema name's words (``get_adriel_profile``, ``userId``)."""
-    return {stem(w.lower()) for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
+    return {stem(w) for w in name_parts(name)}
 
 
 def echoes(value: str, *names: str) -> bool:

@@ -136,3 +136,34 @@ def test_a_sentence_copied_into_a_place_gives_the_place_it_ends_with() -> None:
     assert reshape("a trip to Rio de Janeiro", "city-country") == "Rio de Janeiro, Brazil"
     assert reshape("find a dentist in Springfield", "city-state") is None  # many Springfields
     assert reshape("the best place for sushi", "city-state") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "day"),
+    [
+        ("What's the weather in New York tomorrow? today is 2023.10.1", "2023-10-02"),
+        ("Today is March 3, 2025. Book it for next Friday.", "2025-03-07"),
+        ("Today's date: Sat Dec 06 2026\nWhat happened 3 days ago?", "2026-12-03"),
+        ("Book a table for tomorrow.", None),  # no today stated: nothing to count from
+        ("Today is 2025-03-14. Lunch tomorrow, dinner on March 20.", None),  # another day named
+        ("Today is 2025-03-14. From tomorrow until April 2, 2025.", None),
+        ("Today is 2025-03-14. Anything on today or tomorrow?", None),  # two relative days
+    ],
+)
+def test_a_relative_day_counts_from_the_date_stated_as_today(text: str, day: str | None) -> None:
+    from tether.grammar.datetimes import meant_day
+
+    found = meant_day(text)
+    assert (found.isoformat() if found else None) == day
+
+
+def test_the_guard_dates_tomorrow_from_the_stated_today_where_one_date_is_asked() -> None:
+    ask = (Message("user", "What's the weather going to be like in New York tomorrow? today is 2023.10.1"),)
+    weather = ToolSpec("get_weather", "", {"type": "object", "properties": {"city": STATE, "date": ISO}})
+    call = ToolCall("get_weather", {"date": "2023-10-01"})
+    guarded = run_guard_sync(guard_steps([call], [weather], PRESETS["strict"], ask))
+    assert dict(guarded.calls[0].arguments) == {"date": "2023-10-02"}
+    both = ToolSpec("book", "", {"type": "object", "properties": {"check_in": ISO, "check_out": ISO}})
+    stay = ToolCall("book", {"check_in": "2023-10-01", "check_out": "2023-10-03"})
+    guarded = run_guard_sync(guard_steps([stay], [both], PRESETS["strict"], ask))
+    assert dict(guarded.calls[0].arguments) == dict(stay.arguments)  # which one is tomorrow?

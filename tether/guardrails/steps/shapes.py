@@ -3,7 +3,8 @@ a from/to pair in the order the request says it and a command it gives whole
 (:mod:`tether.guardrails.said_values`).
 
 Runs after the arguments are checked: a date the user wrote as "April 25, 2023" goes to a
-``YYYY-MM-DD`` parameter as ``2023-04-25``, "California" to a two-letter state parameter as ``CA``;
+``YYYY-MM-DD`` parameter as ``2023-04-25``, "tomorrow" as the day after the date the conversation
+states as today (:func:`tether.grammar.datetimes.meant_day`), "California" to a two-letter state parameter as ``CA``;
 "change color = red to color = blue" gives ``oldString`` the red line however the model paired them.
 Noted as ``args_reshaped``; a value already in shape, or one that does not read as the shape, is
 left as the model wrote it.
@@ -11,13 +12,15 @@ left as the model wrote it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether.calls import ToolCall
+from tether.chat import Message
+from tether.grammar.datetimes import meant_day
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.said_values import ordered_pairs, whole_commands
-from tether.guardrails.shapes import reshape, said_year, wanted_shape
+from tether.guardrails.shapes import redated, reshape, said_year, wanted_shape
 from tether.guardrails.steps.context import GuardContext, never_asks
 from tether.selection.decision import request_text
 
@@ -33,10 +36,17 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     changed: dict[str, Any] = {}
     request = request_text(ctx.history)
     year = said_year(request)
+    # "tomorrow", counted from the date the user (or the client's system prompt) states as today
+    day = meant_day(request) or meant_day(f"{_system_text(ctx.history)}\n{request}")
+    dated = [k for k, v in props.items() if isinstance(v, Mapping) and wanted_shape(v) in ("date", "us-date")]
+    if len(dated) != 1:
+        day = None  # a check-in and a check-out: which one is "tomorrow"?
     for key, value in call.arguments.items():
         spec = props.get(key)
         shape = wanted_shape(spec) if isinstance(spec, Mapping) else None
         fixed = reshape(value, shape, year) if shape is not None else None
+        if day is not None and shape is not None:
+            fixed = redated(fixed or value, shape, day) or fixed
         if fixed is not None and fixed != value:
             changed[key] = fixed
     changed |= ordered_pairs({**call.arguments, **changed}, props, request)
@@ -47,3 +57,7 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     detail = ", ".join(f"{k}: {call.arguments[k]!r} -> {v!r}" for k, v in changed.items())
     ctx.notes.append(Intervention("args_reshaped", detail, call.name, dict(call.arguments), after))
     return call.with_repairs("args_reshaped", arguments=after)
+
+
+def _system_text(history: Sequence[Message]) -> str:
+    return "\n".join(m.content for m in history if m.role == "system" and m.content)
