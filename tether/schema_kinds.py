@@ -25,6 +25,7 @@ from tether.coercion import schema_types
 
 __all__ = [
     "composed",
+    "counted_nouns",
     "described_default",
     "examples",
     "extractive_kind",
@@ -92,6 +93,23 @@ def names_a_file(name: str) -> bool:
 def name_words(name: str) -> frozenset[str]:
     """The words of a parameter's name of three letters or more (``{"total"}``, ``{"max", "results"}``)."""
     return frozenset(w for w in _letters(name) if len(w) >= 3)
+
+
+_COUNT_WORDS = frozenset({"number", "num", "count", "quantity", "qty", "total", "no"})
+
+
+def counted_nouns(name: str) -> frozenset[str] | None:
+    """For a parameter that counts something, what it counts: ``number_of_adults`` → ``{"adult"}``,
+    ``num_games`` → ``{"game"}``, ``nights`` → ``{"night"}``; None for any other (``point1`` is a
+    point, not a count of points)."""
+    words = _letters(name)
+    if any(w in _COUNT_WORDS for w in words):
+        nouns = frozenset(w.removesuffix("s") for w in words if w not in _COUNT_WORDS and len(w) >= 3)
+        return nouns - {"of"} or None
+    last = words[-1] if words else ""
+    if len(last) > 3 and last.endswith("s") and not last.endswith("ss"):
+        return frozenset({last.removesuffix("s")})
+    return None
 
 
 def identifier_words(name: str) -> frozenset[str] | None:

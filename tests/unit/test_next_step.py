@@ -97,3 +97,33 @@ def test_a_tool_whose_parts_have_answered_is_not_the_next_step_while_another_is_
         step(BALANCED), TOOLS, relevance(step(BALANCED), TOOLS), MODEL, ("get_balance", "get_balance")
     )
     assert twice.served == ()  # a second part asks for it again
+
+
+def test_a_tool_that_fits_the_whole_request_is_no_step_when_its_parts_ask_for_another() -> None:
+    place = ToolSpec(
+        "place_order",
+        "Place an order for shares of a stock.",
+        {"type": "object", "properties": {"symbol": {"type": "string"}, "amount": {"type": "integer"}}},
+    )
+    details = ToolSpec(
+        "get_order_details",
+        "Get the details of an order.",
+        {"type": "object", "properties": {"order_id": {"type": "integer"}}},
+    )
+    tools = [place, details]
+    ask = Message(
+        "user",
+        "My order to place shares of a stock was placed. Provide me with the details of my order.",
+    )
+    call = ToolCall("get_order_details", {"order_id": 12446}, "c1")
+    messages = [
+        ask,
+        Message("assistant", "", tool_calls=(call,)),
+        Message("tool", "{'id': 12446}", tool_call_id="c1"),
+    ]
+    steps = ["get_order_details"]
+    assert (
+        MODEL.prior([r for r in relevance(messages, tools) if r.tool == "place_order"]) > 0
+    )  # it fits the whole
+    found = next_step(messages, tools, relevance(messages, tools), MODEL, steps)
+    assert (found.prior, found.pending) == (-MODEL.in_loop_done_prior, ())

@@ -46,6 +46,7 @@ from tether.grammar.spans import (
 )
 from tether.grammar.vocab import TokenVocab
 from tether.schema_kinds import (
+    counted_nouns,
     examples,
     extractive_kind,
     identifier_words,
@@ -363,10 +364,10 @@ class GroundingProcessor:
             if len(labelled) > 1:  # several records: the one the request describes
                 labelled = closest_records(self.index.text, labelled, self.request)
             if words is None:  # a number the text labels with the parameter's name ("TOTAL 9875"), or
-                # one that counts what the name counts ("two adults" for number_of_adults)
-                named = name_words(key)
-                labelled = labelled_by(self.index.text, found, (), named)
-                labelled += [s for s in counted_by(self.index.text, found, named) if s not in labelled]
+                # one that counts what a count parameter counts ("two adults" for number_of_adults)
+                labelled = labelled_by(self.index.text, found, (), name_words(key))
+                if (nouns := counted_nouns(key)) is not None:
+                    labelled += [s for s in counted_by(self.index.text, found, nouns) if s not in labelled]
             found = labelled or found
             if self.latest is not None:  # in a loop: the latest round's number, not an earlier round's
                 found = self.latest.fresh(found)

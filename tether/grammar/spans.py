@@ -158,8 +158,9 @@ def labelled_by(
 def counted_by(
     text: bytes, spans: Sequence[tuple[int, int, bytes]], words: Iterable[str]
 ) -> list[tuple[int, int, bytes]]:
-    """The numbers of ``spans`` that count one of ``words`` (a plural too), right before it with only
-    spaces or a hyphen between: "two adults" for a ``number_of_adults``, "6 games" for ``num_games``."""
+    """The numbers of ``spans`` that count one of ``words`` (singular nouns; a plural too), right before
+    it with only spaces or a hyphen between: "two adults" for ``{"adult"}``, "a 3-bedroom" for
+    ``{"bedroom"}`` (:func:`tether.schema_kinds.counted_nouns`)."""
     nouns = [re.escape(w.encode()) + b"s?" for w in sorted(words)]
     if not nouns:
         return []

@@ -6,8 +6,8 @@ second step on its own ("log in as jdoe and tell me my balance" ends after ``log
 here, all from the conversation:
 
 * the tools the request asks for: per part of the request, in its order, the tool the part asks for
-  (:func:`tether.selection.clauses.request_steps`), and each offered tool whose fit to the whole
-  request alone would call on a fresh ask (the fresh-ask prior of
+  (:func:`tether.selection.clauses.request_steps`); where no part asks for one, each offered tool
+  whose fit to the whole request alone would call on a fresh ask (the fresh-ask prior of
   :class:`~tether.selection.decision.DecisionModel` over that one tool above 0);
 * the tools that have answered: called since the user's last message, with a result that does not
   read as a failure (:func:`tether.chat.reads_as_failure`); each such call serves one part, first to
@@ -96,7 +96,10 @@ def next_step(
             left[tool] -= 1
         else:
             todo.append(tool)
-    asked = [*steps, *(r.tool for r in ranked if model.prior([r]) > 0 and r.tool not in steps)]
+    # The whole request's fit speaks only where its parts ask for no tool: a part that asks for one
+    # has said which ("…about the order placement. Provide the details of my order" is a lookup, and
+    # place_order, which fits the whole, is not a step).
+    asked = [*steps] if steps else [r.tool for r in ranked if model.prior([r]) > 0]
     pending = tuple(
         dict.fromkeys([*named, *todo, *(t for t in asked if t not in steps and t not in answered)])
     )

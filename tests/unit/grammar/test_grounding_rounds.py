@@ -16,6 +16,7 @@ from tether.grammar.grounding import GroundingProcessor
 from tether.grammar.recent import LatestRound
 from tether.grammar.spans import counted_by, labelled_by, number_spans
 from tether.grammar.vocab import TokenVocab
+from tether.schema_kinds import counted_nouns
 
 WORDS = [b"READ", b"read", b"Read", b"logs", b"reports"]
 PIECES = [bytes([i]) for i in range(256)] + [b"", *WORDS]
@@ -55,10 +56,15 @@ def test_labelled_numbers_are_those_right_after_a_label() -> None:
     assert [n for _, _, n in labelled_by(text, spans, (), {"amount"})] == [b"50"]
 
 
+INT = {"type": "integer"}
+
+
 def test_a_count_is_the_number_right_before_what_the_parameter_counts() -> None:
     text = b"A house from May 22nd, 2023 for two adults, 3-bedroom, 6 games"
     spans = number_spans(text)
-    assert [n for _, _, n in counted_by(text, spans, {"number", "adults"})] == [b"2"]
+    assert counted_nouns("number_of_adults") == {"adult"} and counted_nouns("nights") == {"night"}
+    assert counted_nouns("point1") is None and counted_nouns("side3") is None
+    assert [n for _, _, n in counted_by(text, spans, {"adult"})] == [b"2"]
     assert [n for _, _, n in counted_by(text, spans, {"bedroom"})] == [b"3"]
     assert counted_by(text, spans, {"nights"}) == []
     book = ToolSpec(
@@ -72,6 +78,14 @@ def test_a_count_is_the_number_right_before_what_the_parameter_counts() -> None:
     g = GroundingProcessor(VOCAB, text.decode(), [book], prompt_len=0)
     out = _step(g, b'{"name": "book_house", "arguments": {"number_of_adults": 2')
     assert out[tid(b"0")] == 0  # nor the year
+    # A point is not a count of points: "two points" says nothing about point1's numbers.
+    source = "The distance between two points A(3,4) and B(1,2)."
+    line = ToolSpec(
+        "distance", "", {"type": "object", "properties": {"point1": {"type": "array", "items": INT}}}
+    )
+    g = GroundingProcessor(VOCAB, source, [line], prompt_len=0)
+    out = _step(g, b'{"name": "distance", "arguments": {"point1": [')
+    assert out[tid(b"3")] > 0 and out[tid(b"2")] > 0
 
 
 def test_in_a_loop_the_number_comes_from_the_latest_result_and_the_option_its_call_named() -> None:
