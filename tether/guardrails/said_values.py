@@ -12,6 +12,10 @@ no tool does), the request's "X to Y" around the value gives the other, as many 
 "Run the command python3 -c "print(6*7*1001)"": a ``command`` parameter (:func:`~tether.selection.clauses.takes_command`) whose
 value is a part of a command the request gives to run (in backticks, or after "the command") gets
 the whole command; the model copies the part it recognizes as code and the shell fails on the rest.
+"What is the air quality index in London 2022/08/16?": ``location: "London 2022/08/16"`` beside
+``date: "2022/08/16"``. A string value that runs on into another parameter's whole value (after a
+space, or before it after "in", "at", "on", "for", "from" or "of") keeps only its own words.
+
 Anything else is left as the model wrote it.
 """
 
@@ -24,7 +28,7 @@ from typing import Any
 from tether.schema_kinds import name_parts
 from tether.selection.clauses import command_mentions, takes_command
 
-__all__ = ["ordered_pairs", "whole_commands"]
+__all__ = ["apart", "ordered_pairs", "whole_commands"]
 
 _ROLES = {"old": "new", "from": "to", "source": "target", "src": "dst", "original": "replacement"}
 _TARGETS = {"new", "to", "target", "dst", "replacement", "destination", "dest"}
@@ -119,3 +123,29 @@ def ordered_pairs(
         if at_new + len(new) <= at_old and lowered.count(old.lower()) == 1 == lowered.count(new.lower()):
             changed[src], changed[dst] = new, old
     return changed
+
+
+_JOINED = r"\s+(?:(?:in|at|on|for|from|of)\s+)?"
+_LETTER = re.compile(r"[^\W\d_]")
+_NAME_LIKE = re.compile(r"[\w .'&-]+")  # a name or a place, not code ("color =" of an edit)
+
+
+def apart(arguments: Mapping[str, Any], props: Mapping[str, Any]) -> dict[str, str]:
+    """The string values that hold another parameter's whole value as well, less it (see the
+    module doc)."""
+    strings = {
+        k: v.strip() for k, v in arguments.items() if isinstance(v, str) and k in props and "\n" not in v
+    }
+    out: dict[str, str] = {}
+    for key, value in strings.items():
+        for other, given in strings.items():
+            if other == key or not given or len(given) >= len(value):
+                continue
+            end = re.fullmatch(rf"(.*?[^\s,;]){_JOINED}{re.escape(given)}", value, re.I)
+            start = re.fullmatch(rf"{re.escape(given)}\s+(?:in|at|on|for|from|of)\s+(.+)", value, re.I)
+            found = end or start
+            rest = found.group(1).strip() if found else ""
+            if _LETTER.search(rest) and _NAME_LIKE.fullmatch(rest):
+                out[key] = rest
+                break
+    return out

@@ -29,6 +29,7 @@ from tether.grammar.spans import number_spans
 from tether.guardrails.arguments import FieldError
 from tether.schema_kinds import described_default, extractive_kind, names_a_file
 from tether.selection.clauses import file_mentions
+from tether.selection.doubled import beside
 from tether.selection.grounded import Grounding, echoes, is_number, request_spans, said, variant_keys
 from tether.selection.relevance import content_words, mentioned_flags, rank_tools, stem
 
@@ -56,14 +57,17 @@ def regrounded_tool(
     request: str,
     spoken: Grounding,
     min_relevance: float,
+    doubled: Mapping[str, str] | None = None,
 ) -> tuple[ToolSpec, tuple[FieldError, ...]] | None:
     """``tool`` narrowed for asking ``call`` again: each ``unsaid`` string limited to the request's
     spans that begin as the model's value began or end with it (a file parameter to the files the
     request names), each unsaid number to the request's numbers no other value uses, either one
     also to the default its description states; every other said value fixed as given, optional
-    values nobody said left out, nothing added; with the errors that say why. None when the tool
-    fits the request less than ``min_relevance`` (unless only dates and files the request names are
-    asked again), an unsaid value is not a plain string or number, or nothing is left to offer."""
+    values nobody said left out, nothing added; with the errors that say why. A value that another
+    parameter keeps (``doubled``: parameter → keeper) was no attempt at this one: the spans beside
+    the parameter's own words are offered (:func:`tether.selection.doubled.beside`). None when the
+    tool fits the request less than ``min_relevance`` (unless only dates and files the request names
+    are asked again), an unsaid value is not a plain string or number, or nothing is left to offer."""
     props = tool.parameters.get("properties") or {}
     found = {k: _plain_kind(call.arguments.get(k), props.get(k), k) for k in unsaid}
     kinds = {k: v for k, v in found.items() if v is not None}
@@ -82,8 +86,17 @@ def regrounded_tool(
     # Chinese): only spans that begin as its value began are offered, or that end with it ("League"
     # of "Premier League": the model began the name late). Any other value was no attempt at one.
     # A span made of the schema's own words ("League" for league) is the name echoed, not a value.
+    doubled = doubled or {}
     choices: dict[str, list[Any]] = {
-        k: [s for s in _begun_alike(spans, str(call.arguments[k])) if not echoes(s, tool.name, k)]
+        k: [
+            s
+            for s in (
+                beside(spans, request, k, _description(props.get(k)))
+                if k in doubled
+                else _begun_alike(spans, str(call.arguments[k]))
+            )
+            if not echoes(s, tool.name, k)
+        ]
         for k in unsaid
     }
     # A file parameter takes a file the request names, however the model began ("read" for the
@@ -135,8 +148,12 @@ def regrounded_tool(
     errors = tuple(
         FieldError(
             k,
-            f"the conversation does not say {call.arguments[k]!r}; copy the {_WHAT[kinds[k]]} of the"
-            f" request that give the {k}{_described(props.get(k))}",
+            (
+                f"{call.arguments[k]!r} is the {doubled[k]}"
+                if k in doubled
+                else f"the conversation does not say {call.arguments[k]!r}"
+            )
+            + f"; copy the {_WHAT[kinds[k]]} of the request that give the {k}{_described(props.get(k))}",
             _WHAT[kinds[k]] + " of the request",
             {"type": kinds[k]},
         )
@@ -192,9 +209,14 @@ def _plain_kind(value: object, schema: object, name: str) -> str | None:
     return None
 
 
-def _described(schema: object) -> str:
+def _description(schema: object) -> str:
     text = schema.get("description") if isinstance(schema, dict) else None
-    return f" ({text.strip().rstrip('.')})" if isinstance(text, str) and text.strip() else ""
+    return text.strip() if isinstance(text, str) else ""
+
+
+def _described(schema: object) -> str:
+    text = _description(schema)
+    return f" ({text.rstrip('.')})" if text else ""
 
 
 def merge_variant(

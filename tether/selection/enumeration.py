@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["enumerated_items", "enumerated_list"]
+__all__ = ["enumerated_items", "enumerated_list", "listed_items"]
 
 _ITEM = r"[\w$%°'’.\-/]+(?:\s+[\w$%°'’.\-/]+){0,3}"
 # "A, B, and C" / "A, B and C" / "A and B" / "A or B": items of at most four words each.
@@ -33,6 +33,7 @@ _COUNTED = re.compile(
 )
 _SEQUENCE = re.compile(r"\b(?:first|second|third|fourth|fifth|then|finally|after that|also)\b", re.IGNORECASE)
 _MAX = 10
+_TRIM = " .,;:!?'\"()"
 _WORDS = re.compile(r"\S+")
 
 
@@ -57,6 +58,23 @@ def enumerated_list(text: str) -> tuple[int, int] | None:
         end = m.start(3) + last[min(k, len(last)) - 1].end()
         best = (start, end)
     return best
+
+
+_SEPARATOR = re.compile(r"\s*,\s*(?:(?:and|or|&)\s+)?(?:then\s+)?|\s+(?:and|or|&)\s+(?:then\s+)?", re.I)
+
+
+def listed_items(text: str) -> list[list[str]]:
+    """The items of each list ``text`` makes, in order ("copper and aluminum" → copper, aluminum);
+    the first and last items cut as in :func:`enumerated_list`."""
+    out = []
+    for m in _LIST.finditer(text):
+        middle = [p.strip() for p in m.group(2).split(",") if p.strip()]
+        k = max((len(p.split()) for p in middle), default=1)
+        first = m.group(1).split()[-k:]
+        last = m.group(3).split()[:k]
+        items = [" ".join(first), *middle, " ".join(last)]
+        out.append([i.strip(_TRIM) for i in items if i.strip(_TRIM)])
+    return out
 
 
 def enumerated_items(text: str) -> int:

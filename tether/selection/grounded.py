@@ -21,6 +21,8 @@ call's *extractive* values (strings and numbers without ``enum``, ``const`` or `
   (``"name"`` for ``name``, ``["concat", "strings"]`` for ``concat_strings``) is the schema echoed,
   never counted as said; a date-time counts when its date is said and so is its time of day
   (``"1:45 pm"`` for ``T13:45``);
+* a name the conversation writes once is said for one parameter: written into two, the one that
+  fits it worse is reported (``doubled``, :mod:`tether.selection.doubled`), to be asked again;
 * the values inside objects (and arrays of them) count like top-level ones;
 * a top-level value that its parameter's description gives as the default ("The size of the deck.
   Default is 52.", :func:`tether.schema_kinds.described_default`) counts as said: the tool says it.
@@ -46,6 +48,7 @@ from tether.grammar.datetimes import written_dates, written_times
 from tether.grammar.spans import number_spans
 from tether.schema_kinds import described_default, extractive_kind, identifier_words, name_parts, names_a_file
 from tether.selection.clauses import file_mentions
+from tether.selection.doubled import doubled_keys
 from tether.selection.relevance import listed_choices, stem, weight
 
 __all__ = [
@@ -153,12 +156,15 @@ def _values(value: Any, schema: Any, name: str = "") -> Iterator[tuple[str, Any]
 
 @dataclass(frozen=True)
 class CallGrounding:
-    """How much of one call the conversation said: ``found`` of ``total`` extractive values, and the
-    required parameters with a value it lacks (``unsaid``)."""
+    """How much of one call the conversation said: ``found`` of ``total`` extractive values, the
+    required parameters with a value it lacks (``unsaid``), and the parameters holding a value
+    another one keeps (``doubled``: (parameter, keeper) pairs,
+    :func:`tether.selection.doubled.doubled_keys`; said, but likely the other's)."""
 
     found: int = 0
     total: int = 0
     unsaid: tuple[str, ...] = ()
+    doubled: tuple[tuple[str, str], ...] = ()
 
     @property
     def share(self) -> float | None:
@@ -217,6 +223,7 @@ def check_call(
     required = set(parameters.get("required") or ())
     found = total = 0
     unsaid: list[str] = []
+    doubled = doubled_keys(arguments, parameters, source.text)
     for key, value in arguments.items():
         # A value nested in an object counts toward the share; only a top-level one is "unsaid".
         top = not isinstance(value, Mapping) and not (
@@ -229,7 +236,7 @@ def check_call(
             found += ok
             if not ok and top and key in required and key not in unsaid:
                 unsaid.append(key)
-    return CallGrounding(found, total, tuple(unsaid))
+    return CallGrounding(found, total, tuple(unsaid), tuple(doubled.items()))
 
 
 def unsaid_optional(
@@ -243,14 +250,19 @@ def unsaid_optional(
     a guess that would override what the tool does by itself. A string or number counts when it is
     not said; a choice (an ``enum`` string, one whose description quotes its choices, a boolean) only
     when the schema has a default to fall back on and the request names neither the value nor, for a
-    boolean, the flag's words (``flags``)."""
+    boolean, the flag's words (``flags``). An optional parameter holding a value another one keeps
+    (:func:`tether.selection.doubled.doubled_keys`) counts too."""
     props = parameters.get("properties") if isinstance(parameters, Mapping) else None
     if not isinstance(props, Mapping):
         return ()
     required = set(parameters.get("required") or ())
     out: list[str] = []
+    doubled = doubled_keys(arguments, parameters, source.text)
     for key, value in arguments.items():
         schema = props.get(key)
+        if key in doubled and key not in required:
+            out.append(key)
+            continue
         if key in required or not isinstance(schema, Mapping) or value == schema.get("default"):
             continue
         choice = isinstance(value, bool) or (

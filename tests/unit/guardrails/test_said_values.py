@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tether.chat import reads_as_failure
-from tether.guardrails.said_values import ordered_pairs, whole_commands
+from tether.guardrails.said_values import apart, ordered_pairs, whole_commands
 from tether.selection.grounded import Grounding, check_call
 
 EDIT = {"filePath": {}, "oldString": {}, "newString": {}, "replaceAll": {}}
@@ -73,3 +73,18 @@ def test_agents_tools_failures_read_as_failures() -> None:
         assert reads_as_failure(text), text
     for text in ("Edit applied successfully.", "42042\n", "The file could not be happier", "Enough said"):
         assert not reads_as_failure(text), text
+
+
+def test_a_value_running_into_another_parameters_value_keeps_its_own_words() -> None:
+    props = {"location": {}, "date": {}, "hotel": {}, "state": {}}
+    assert apart({"location": "London 2022/08/16", "date": "2022/08/16"}, props) == {"location": "London"}
+    assert apart({"hotel": "Sheraton Hotel in New York", "location": "New York"}, props) == {
+        "hotel": "Sheraton Hotel"
+    }
+    assert apart({"location": "2022/08/16 in London", "date": "2022/08/16"}, props) == {"location": "London"}
+    # A qualifier after a comma is the value's own shape ("City, ST"), and equal values are not parts.
+    assert apart({"location": "San Francisco, CA", "state": "CA"}, props) == {}
+    assert apart({"location": "New York", "hotel": "New York"}, props) == {}
+    assert apart({"location": "London 2022", "date": 2022}, props) == {}  # strings only
+    edit = {"oldString": {}, "newString": {}}
+    assert apart({"oldString": "color = red", "newString": "red"}, edit) == {}  # code keeps its words

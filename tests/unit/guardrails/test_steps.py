@@ -224,3 +224,37 @@ def test_a_call_that_failed_as_often_as_it_may_be_retried_is_not_made_again() ->
         assert (context.call_key(same) in ctx.failing | ctx.answered) is out
     ctx = GuardContext.start([same], [READ], PRESETS["full"], turns(busy, busy, busy))
     assert ctx.failing == frozenset()  # only under end_loops
+
+
+def test_a_repeated_call_takes_the_lists_next_item() -> None:
+    """ "resistivity of copper and aluminum", the call with copper written twice: the repeat is the
+    aluminum call the request lists; a repeat with nothing listed left is dropped as before."""
+    wire = ToolSpec(
+        "calculate_resistance",
+        "The resistance of a wire",
+        {
+            "type": "object",
+            "properties": {"length": {"type": "number"}, "resistivity": {"type": "string"}},
+            "required": ["length", "resistivity"],
+        },
+    )
+    ask = (Message("user", "The resistance of a 5m wire with the resistivity of copper and aluminum?"),)
+    copper = ToolCall("calculate_resistance", {"length": 5, "resistivity": "copper"})
+    guarded = run_guard_sync(guard_steps([copper, copper, copper], [wire], PRESETS["strict"], ask))
+    assert [dict(c.arguments) for c in guarded.calls] == [
+        {"length": 5, "resistivity": "copper"},
+        {"length": 5, "resistivity": "aluminum"},
+    ]
+    assert [n.kind for n in guarded.interventions] == ["duplicate_advanced", "duplicate_dropped"]
+    ages = ToolSpec(
+        "factorial",
+        "",
+        {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]},
+    )
+    asked = (Message("user", "The factorials of 5, 3 and 4"),)
+    five = ToolCall("factorial", {"number": 5})
+    guarded = run_guard_sync(guard_steps([five, five], [ages], PRESETS["strict"], asked))
+    assert [dict(c.arguments) for c in guarded.calls] == [{"number": 5}, {"number": 3}]
+    unlisted = (Message("user", "The factorial of 5"),)
+    guarded = run_guard_sync(guard_steps([five, five], [ages], PRESETS["strict"], unlisted))
+    assert [dict(c.arguments) for c in guarded.calls] == [{"number": 5}]

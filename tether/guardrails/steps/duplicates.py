@@ -1,7 +1,10 @@
 """Step 6, duplicates: no call twice, in one reply or (``end_loops``) across two turns.
 
 With ``dedupe``, a call identical (name and arguments) to an earlier one of the reply is dropped,
-and so is one identical to a call of the previous turn whose result came back without failing
+unless it answers a fresh ask that lists what the call's one listed value belongs to ("the
+resistivity of copper and aluminum", ``resistivity: "copper"`` twice): then the repeat takes the
+list's next item no call of the reply has used (``duplicate_advanced``): the model meant the next
+item and copied the last call. So is one identical to a call of the previous turn whose result came back without failing
 (:func:`~.context.answered_last_turn`): the result is already in the conversation, and a small
 model otherwise loops on it until its turns run out (a changed world in between, such as a read
 after an edit, is another turn). With ``merge_variants``, a call that only reorders an earlier
@@ -12,13 +15,20 @@ earlier form stays seen, so a repeat of that is dropped too.
 
 from __future__ import annotations
 
+import json
+import re
+
 from tether.calls import ToolCall
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, call_key, never_asks
 from tether.guardrails.values import merge_variant
 from tether.selection.decision import request_text
+from tether.selection.enumeration import listed_items
+from tether.selection.grounded import is_number
 
-__all__ = ["call_repeated", "dedupe", "duplicates", "merge_variants"]
+__all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "merge_variants"]
+
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def call_repeated(call: ToolCall, ctx: GuardContext) -> bool:
@@ -45,6 +55,55 @@ def dedupe(call: ToolCall, ctx: GuardContext) -> bool:
     return True
 
 
+def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+    """A repeat of an earlier call of the reply with its one listed value moved on to the list's next
+    item that no call of the tool in the reply has used; None when there is no such item."""
+    history = ctx.history
+    if call_key(call) not in ctx.seen or not history or history[-1].role != "user":
+        return None
+    found = [
+        (key, items, i)
+        for items in listed_items(history[-1].content or "")
+        for key, value in call.arguments.items()
+        for i, item in enumerate(items)
+        if _same(value, item)
+    ]
+    if len(found) != 1:
+        return None
+    key, items, _ = found[0]
+    used = [c.arguments.get(key) for c, _ in ctx.checked if c.name == call.name]
+    value = call.arguments[key]
+    unused = [
+        item
+        for item in items
+        if not any(_same(v, item) for v in used) and (not is_number(value) or _NUMBER.fullmatch(item))
+    ]
+    if not unused:
+        return None
+    after = json.loads(unused[0]) if is_number(value) else unused[0]
+    if isinstance(value, int) and isinstance(after, float) and after.is_integer():
+        after = int(after)
+    moved = call.with_repairs("duplicate_advanced", arguments={**call.arguments, key: after})
+    if call_key(moved) in ctx.seen:
+        return None
+    detail = (
+        f"call {len(ctx.checked)} repeats call {ctx.seen[call_key(call)]}: {key}={after!r}, the list's next"
+    )
+    ctx.notes.append(
+        Intervention("duplicate_advanced", detail, call.name, dict(call.arguments), moved.arguments)
+    )
+    return moved
+
+
+def _same(value: object, item: str) -> bool:
+    """Whether ``value`` is the list item ``item`` (a string, case aside, or a number)."""
+    if isinstance(value, str):
+        return value.strip().lower() == item.lower()
+    if is_number(value) and _NUMBER.fullmatch(item):
+        return float(value) == float(item)  # type: ignore[arg-type]
+    return False
+
+
 def merge_variants(call: ToolCall, ctx: GuardContext) -> bool:
     """Whether ``call`` merged into an earlier call of the reply (rewritten in ``checked``)."""
     if not ctx.checked:
@@ -66,6 +125,8 @@ def merge_variants(call: ToolCall, ctx: GuardContext) -> bool:
 def duplicates(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     """Drop a repeated or merged call; a call kept is seen from here on (``dedupe``)."""
     config = ctx.config
+    if config.dedupe and (moved := advanced(call, ctx)) is not None:
+        call = moved
     if config.dedupe and (call_repeated(call, ctx) or dedupe(call, ctx)):
         return None
     if config.merge_variants and merge_variants(call, ctx):

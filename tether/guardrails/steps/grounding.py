@@ -37,6 +37,7 @@ def grounding(call: ToolCall, ctx: GuardContext) -> StepRun:
         return call
     name, spoken = call.name, ctx.spoken
     tool = ctx.by_name[name]
+    required = set(tool.parameters.get("required") or ())
     found = check_call(call.arguments, tool.parameters, spoken, name)
     dropped: tuple[str, ...] = ()
     if config.drop_unsaid:
@@ -44,15 +45,25 @@ def grounding(call: ToolCall, ctx: GuardContext) -> StepRun:
         dropped = unsaid_optional(call.arguments, tool.parameters, spoken, name, flags)
     kept = {k: v for k, v in call.arguments.items() if k not in dropped}
     if config.abstain_below > 0 or config.abstain_unsaid:
-        if found.unsaid and config.reground_min > 0 and config.repair and ctx.can_regenerate:
+        # A required value said once and written into two parameters is asked again for the one
+        # that fits it worse; the call stands as written when that finds nothing better.
+        doubled = dict(found.doubled)
+        again_for = found.unsaid + tuple(k for k in doubled if k in required and k not in found.unsaid)
+        if again_for and config.reground_min > 0 and config.repair and ctx.can_regenerate:
             request = request_text(ctx.history)
-            narrowed = regrounded_tool(call, tool, found.unsaid, request, spoken, config.reground_min)
+            narrowed = None
+            for keys in dict.fromkeys((again_for, found.unsaid)):  # the unsaid alone, if that fails
+                if keys and narrowed is None:
+                    narrowed = regrounded_tool(
+                        call, tool, keys, request, spoken, config.reground_min, doubled
+                    )
+                    again_for = keys
             if narrowed is not None:
                 answer = yield from ctx.ask(FixArguments(ctx.history, narrowed[0], call, narrowed[1]))
                 fixed = answer.value if answer is not None else None
                 again = check_call(fixed, tool.parameters, spoken, name) if isinstance(fixed, dict) else None
                 if isinstance(fixed, dict) and again is not None and not again.unsaid:
-                    detail = "asked again within the request's words for " + ", ".join(found.unsaid)
+                    detail = "asked again within the request's words for " + ", ".join(again_for)
                     ctx.notes.append(Intervention("args_grounded", detail, name, dict(call.arguments), fixed))
                     call = call.with_repairs("args_grounded", arguments=fixed)
                     found, dropped = again, ()  # the re-ask kept no optional value nobody said

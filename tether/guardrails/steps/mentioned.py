@@ -5,7 +5,10 @@ filled ("with pediatrics department" → ``department: "Pediatrics"``;
 :func:`tether.selection.relevance.mentioned_choices`), and a single choice nobody named gives way
 to the one the request names. An on/off parameter whose words the request uses gets the value it
 says ("should have laundry service" → ``has_laundry_service: true``, "no need for a garage" →
-``has_garage: false``; :func:`tether.selection.relevance.mentioned_switches`). Only for a reply of one call (however often the model repeated it).
+``has_garage: false``; :func:`tether.selection.relevance.mentioned_switches`). A unit the request
+asks for ("the distance in miles") fills the tool's free-text ``unit`` parameter
+(:func:`tether.selection.units.mentioned_units`). Only for a reply of one call (however often the
+model repeated it).
 
 After a tool result (an agent loop) only the replacement applies, and what names the option is
 the last user message with the tool results since: "The release moves to Friday" read from a file
@@ -20,6 +23,7 @@ from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, never_asks
 from tether.selection.grounded import said
 from tether.selection.relevance import mentioned_choices, mentioned_switches
+from tether.selection.units import mentioned_units
 
 __all__ = ["fill_mentioned", "mentioned"]
 
@@ -38,6 +42,12 @@ def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
         k: v
         for k, v in mentioned_switches(asked, parameters).items()
         if k not in named and call.arguments.get(k) != v
+    }
+    # The unit the request asks for ("the distance in miles") where the model left it out or guessed.
+    added |= {
+        k: v
+        for k, v in mentioned_units(asked, parameters).items()
+        if k not in named and (k not in call.arguments or not said(call.arguments[k], ctx.spoken))
     }
     return _filled(call, added, "the request names", ctx)
 

@@ -5,7 +5,8 @@ a from/to pair in the order the request says it and a command it gives whole
 Runs after the arguments are checked: a date the user wrote as "April 25, 2023" goes to a
 ``YYYY-MM-DD`` parameter as ``2023-04-25``, "tomorrow" as the day after the date the conversation
 states as today (:func:`tether.grammar.datetimes.meant_day`), "California" to a two-letter state parameter as ``CA``;
-"change color = red to color = blue" gives ``oldString`` the red line however the model paired them.
+"change color = red to color = blue" gives ``oldString`` the red line however the model paired them;
+"London 2022/08/16" beside a date parameter's "2022/08/16" is "London".
 Noted as ``args_reshaped``; a value already in shape, or one that does not read as the shape, is
 left as the model wrote it.
 """
@@ -19,7 +20,7 @@ from tether.calls import ToolCall
 from tether.chat import Message
 from tether.grammar.datetimes import meant_day
 from tether.guardrails.interventions import Intervention
-from tether.guardrails.said_values import ordered_pairs, whole_commands
+from tether.guardrails.said_values import apart, ordered_pairs, whole_commands
 from tether.guardrails.shapes import redated, reshape, said_year, wanted_shape
 from tether.guardrails.steps.context import GuardContext, never_asks
 from tether.selection.decision import request_text
@@ -33,21 +34,23 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     if not ctx.config.shape_values:
         return call
     props: Mapping[str, Any] = ctx.by_name[call.name].parameters.get("properties") or {}
-    changed: dict[str, Any] = {}
     request = request_text(ctx.history)
+    # One value, one parameter: "London 2022/08/16" beside a date of "2022/08/16" is "London".
+    changed: dict[str, Any] = apart(call.arguments, props)
+    arguments = {**call.arguments, **changed}
+    wanted = {k: wanted_shape(v) for k, v in props.items() if isinstance(v, Mapping)}
     year = said_year(request)
-    # "tomorrow", counted from the date the user (or the client's system prompt) states as today
-    day = meant_day(request) or meant_day(f"{_system_text(ctx.history)}\n{request}")
-    dated = [k for k, v in props.items() if isinstance(v, Mapping) and wanted_shape(v) in ("date", "us-date")]
-    if len(dated) != 1:
-        day = None  # a check-in and a check-out: which one is "tomorrow"?
-    for key, value in call.arguments.items():
-        spec = props.get(key)
-        shape = wanted_shape(spec) if isinstance(spec, Mapping) else None
+    day = None
+    # "tomorrow", counted from the date the user (or the client's system prompt) states as today,
+    # for a tool with one date (a check-in and a check-out: which one is "tomorrow"?)
+    if sum(s in ("date", "us-date") for s in wanted.values()) == 1:
+        day = meant_day(request) or meant_day(f"{_system_text(ctx.history)}\n{request}")
+    for key, value in arguments.items():
+        shape = wanted.get(key)
         fixed = reshape(value, shape, year) if shape is not None else None
         if day is not None and shape is not None:
             fixed = redated(fixed or value, shape, day) or fixed
-        if fixed is not None and fixed != value:
+        if fixed is not None and fixed != call.arguments[key]:
             changed[key] = fixed
     changed |= ordered_pairs({**call.arguments, **changed}, props, request)
     changed |= whole_commands({**call.arguments, **changed}, props, request)
