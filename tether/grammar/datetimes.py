@@ -16,25 +16,42 @@ from typing import Any
 from tether.coercion import schema_types
 from tether.schema_kinds import wanted_shape
 
-__all__ = ["date_spans", "date_time_params", "meant_day", "time_spans", "written_dates", "written_times"]
+__all__ = [
+    "DAY",
+    "MONTH",
+    "MONTHS",
+    "date_spans",
+    "date_time_params",
+    "meant_day",
+    "time_spans",
+    "written_dates",
+    "written_times",
+]
 
 _MONTH_NAMES = (
     "jan january;feb february;mar march;apr april;may;jun june;jul july;aug august;sep sept september"
 )
-_MONTHS = {
+MONTHS = {
     m: i + 1
     for i, names in enumerate(f"{_MONTH_NAMES};oct october;nov november;dec december".split(";"))
     for m in names.split()
 }
-_MONTH = r"(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+MONTH = r"(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"  # a month's name, one group
+DAY = r"(\d{1,2})(?:st|nd|rd|th)?"  # a day of the month, one group
 _DATE_FORMS = (
     (re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?!\d)"), "ymd"),  # also 2021-04-15T13:45
     (re.compile(r"\b(\d{1,2})[-/.](\d{1,2})[-/.](\d{4})\b"), "mdy"),
-    (re.compile(rf"\b{_MONTH}\s*{_DAY},?\s*(\d{{4}})\b"), "Mdy"),
-    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s*(\d{{4}})\b"), "dMy"),
-    (re.compile(rf"\b(\d{{4}}),?\s+{_MONTH}\s+{_DAY}\b"), "yMd"),
+    (re.compile(rf"\b{MONTH}\s*{DAY},?\s*(\d{{4}})\b"), "Mdy"),
+    (re.compile(rf"\b{DAY}\s+(?:of\s+)?{MONTH},?\s*(\d{{4}})\b"), "dMy"),
+    (re.compile(rf"\b(\d{{4}}),?\s+{MONTH}\s+{DAY}\b"), "yMd"),
 )
+
+
+def _ymd(form: str, m: re.Match[str]) -> tuple[int, int, int]:
+    """(year, month, day) of a match of the date form ``form`` (its groups' letters, in order)."""
+    parts = dict(zip(form, m.groups(), strict=True))
+    month = MONTHS[parts["M"]] if "M" in parts else int(parts["m"])
+    return int(parts["y"]), month, int(parts["d"])
 
 
 def written_dates(text: str) -> set[tuple[int, int, int]]:
@@ -43,9 +60,7 @@ def written_dates(text: str) -> set[tuple[int, int, int]]:
     out: set[tuple[int, int, int]] = set()
     for pattern, form in _DATE_FORMS:
         for m in pattern.finditer(text):
-            parts = dict(zip(form, m.groups(), strict=True))
-            month = _MONTHS[parts["M"]] if "M" in parts else int(parts["m"])
-            year, day = int(parts["y"]), int(parts["d"])
+            year, month, day = _ymd(form, m)
             out.add((year, month, day))
             if form == "mdy":
                 out.add((year, day, month))
@@ -114,7 +129,7 @@ _RELATIVE = re.compile(
     r"|\b(\d{1,3}|a|one|two|three|four|five|six|seven)\s+days?\s+ago\b"
     rf"|\bnext\s+({'|'.join(_WEEKDAYS)}|week)\b"
 )
-_MONTH_DAY = re.compile(rf"\b{_MONTH}\s*{_DAY}\b|\b{_DAY}\s+(?:of\s+)?{_MONTH}")
+_MONTH_DAY = re.compile(rf"\b{MONTH}\s*{DAY}\b|\b{DAY}\s+(?:of\s+)?{MONTH}")
 _OFFSETS = {"day after tomorrow": 2, "day before yesterday": -2, "tomorrow": 1, "yesterday": -1}
 
 
@@ -129,10 +144,8 @@ def _date_at(text: str) -> tuple[date, int] | None:
         m = pattern.match(text, skip)
         if m is None:
             continue
-        parts = dict(zip(form, m.groups(), strict=True))
-        month = _MONTHS[parts["M"]] if "M" in parts else int(parts["m"])
         try:
-            return date(int(parts["y"]), month, int(parts["d"])), m.end()
+            return date(*_ymd(form, m)), m.end()
         except ValueError:
             return None
     return None

@@ -14,11 +14,13 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
 * ``args_reshaped``: a string value put in the shape its parameter asks for (a date, a state code);
 * ``args_filled``: enum values the request names, added to (or replacing an unnamed choice of) the
   lone call of a fresh ask;
-* ``args_grounded``: a call of a fitting tool whose required strings nobody said, asked again with
-  them limited to the request's words (``strict``);
+* ``args_grounded``: a call of a fitting tool whose required strings nobody said (or that hold a
+  value another parameter keeps), asked again with them limited to the request's words (``strict``);
 * ``args_dropped``: optional values nobody said, which would have overridden the tool's default,
   left out of a call to a fresh ask (``strict``);
 * ``duplicate_dropped``: a call identical to an earlier call in the same reply;
+* ``duplicate_advanced``: such a repeat whose one listed value ("copper and aluminum") moved on to
+  the list's next item no call used (``strict``);
 * ``variant_merged``: a call that only reorders an earlier one's values, or differs from it only in
   optional values nobody said, merged into it (``strict``);
 * ``call_repeated``: a call identical to one of the previous turn whose result came back (``strict``);
@@ -70,6 +72,7 @@ KINDS: frozenset[str] = frozenset(
         "args_repaired",
         "args_invalid",
         "duplicate_dropped",
+        "duplicate_advanced",
         "variant_merged",
         "args_grounded",
         "args_dropped",

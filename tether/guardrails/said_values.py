@@ -16,6 +16,10 @@ the whole command; the model copies the part it recognizes as code and the shell
 ``date: "2022/08/16"``. A string value that runs on into another parameter's whole value (after a
 space, or before it after "in", "at", "on", "for", "from" or "of") keeps only its own words.
 
+"The average grade for these scores {'math':90, 'science':75}": a model that writes
+``gradeDict: {"type": "object", "description": "A dictionary where…"}`` copied the parameter's schema,
+not a value. An object parameter holding its schema echoed takes the one object the request writes.
+
 Anything else is left as the model wrote it.
 """
 
@@ -25,10 +29,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tether.grammar.datetimes import written_dates
+from tether.jsonscan import find_json_values
 from tether.schema_kinds import name_parts
 from tether.selection.clauses import command_mentions, takes_command
 
-__all__ = ["apart", "ordered_pairs", "whole_commands"]
+__all__ = ["apart", "ordered_pairs", "whole_commands", "written_objects"]
 
 _ROLES = {"old": "new", "from": "to", "source": "target", "src": "dst", "original": "replacement"}
 _TARGETS = {"new", "to", "target", "dst", "replacement", "destination", "dest"}
@@ -127,6 +133,7 @@ def ordered_pairs(
 
 _JOINED = r"\s+(?:(?:in|at|on|for|from|of)\s+)?"
 _LETTER = re.compile(r"[^\W\d_]")
+_FREE_TEXT = frozenset({"query", "q", "search", "text", "prompt", "message", "question", "keywords", "terms"})
 _NAME_LIKE = re.compile(r"[\w .'&-]+")  # a name or a place, not code ("color =" of an edit)
 
 
@@ -138,6 +145,8 @@ def apart(arguments: Mapping[str, Any], props: Mapping[str, Any]) -> dict[str, s
     }
     out: dict[str, str] = {}
     for key, value in strings.items():
+        if set(name_parts(key)) & _FREE_TEXT:
+            continue  # a query says the request in its own words, places and all
         for other, given in strings.items():
             if other == key or not given or len(given) >= len(value):
                 continue
@@ -145,7 +154,42 @@ def apart(arguments: Mapping[str, Any], props: Mapping[str, Any]) -> dict[str, s
             start = re.fullmatch(rf"{re.escape(given)}\s+(?:in|at|on|for|from|of)\s+(.+)", value, re.I)
             found = end or start
             rest = found.group(1).strip() if found else ""
-            if _LETTER.search(rest) and _NAME_LIKE.fullmatch(rest):
+            # a date the value writes is its own unless the other value writes it ("10th December 2022"
+            # beside a "2022" is a date, not a name and a year)
+            own_date = written_dates(value.lower()) - written_dates(given.lower())
+            if _LETTER.search(rest) and _NAME_LIKE.fullmatch(rest) and not own_date:
                 out[key] = rest
                 break
     return out
+
+
+# The words of a JSON Schema: an object made of these, with a "type", is a schema, not a value.
+_SCHEMA_WORDS = frozenset(
+    {"type", "description", "properties", "items", "enum", "default", "format", "required", "title"}
+)
+
+
+def written_objects(arguments: Mapping[str, Any], props: Mapping[str, Any], request: str) -> dict[str, Any]:
+    """The object parameters holding their schema echoed, with the one object ``request`` writes (a
+    JSON object or a Python dict literal); empty when it writes none or several."""
+    echoed = [
+        k
+        for k, v in arguments.items()
+        if isinstance(v, Mapping)
+        and "type" in v
+        and set(v) <= _SCHEMA_WORDS
+        and not _declares(props.get(k), v)
+    ]
+    if not echoed:
+        return {}
+    written = [
+        span.value for span in find_json_values(request) if isinstance(span.value, dict) and span.value
+    ]
+    return {k: written[0] for k in echoed} if len(written) == 1 else {}
+
+
+def _declares(schema: object, value: Mapping[str, Any]) -> bool:
+    """Whether the parameter's schema names the value's keys as its own properties (a tool that
+    takes a schema, whose value is one)."""
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    return isinstance(props, Mapping) and bool(set(value) & set(props))

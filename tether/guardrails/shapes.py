@@ -22,45 +22,23 @@ from datetime import date, datetime
 from functools import cache
 from typing import Any
 
-from tether.grammar.datetimes import written_dates, written_times
+from tether.grammar.datetimes import DAY, MONTH, MONTHS, written_dates, written_times
 from tether.schema_kinds import wanted_shape
 
 __all__ = ["US_STATES", "redated", "reshape", "said_year", "wanted_shape"]
 
-_MONTHS = {
-    m: i + 1
-    for i, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ]
-    )
-    for m in names
-}
-_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(\d{4})"
 _SHAPES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(rf"^{_MONTH}\s+{_DAY},?\s+{_YEAR}$", re.I), "mdy"),  # April 25, 2023
-    (re.compile(rf"^{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}$", re.I), "dmy"),  # 25th of April 2023
+    (re.compile(rf"^{MONTH}\s+{DAY},?\s+{_YEAR}$", re.I), "mdy"),  # April 25, 2023
+    (re.compile(rf"^{DAY}\s+(?:of\s+)?{MONTH},?\s+{_YEAR}$", re.I), "dmy"),  # 25th of April 2023
     (re.compile(r"^(\d{4})[/.](\d{1,2})[/.](\d{1,2})$"), "ymd"),  # 2023/04/25
     (re.compile(r"^(\d{4})-(\d{1,2})-(\d{1,2})$"), "ymd"),  # 2023-4-5
     (re.compile(r"^(\d{1,2})/(\d{1,2})/(\d{4})$"), "slashes"),  # 04/25/2023 or 25/04/2023
 ]
 # A month and day without a year ("May 15th"): dated in the one year the request states.
 _YEARLESS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(rf"^{_MONTH}\s+{_DAY}$", re.I), "md"),
-    (re.compile(rf"^{_DAY}\s+(?:of\s+)?{_MONTH}$", re.I), "dm"),
+    (re.compile(rf"^{MONTH}\s+{DAY}$", re.I), "md"),
+    (re.compile(rf"^{DAY}\s+(?:of\s+)?{MONTH}$", re.I), "dm"),
 ]
 _YEAR_SAID = re.compile(r"(?<!\d)((?:19|20)\d\d)(?!\d)")
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -107,7 +85,7 @@ def _date(value: str, year: int | None = None) -> date | None:
         if year is not None and (m := pattern.match(text)):
             month, day = (m[1], m[2]) if order == "md" else (m[2], m[1])
             try:
-                return date(year, _MONTHS[month.lower()], int(day))
+                return date(year, MONTHS[month.lower()], int(day))
             except ValueError:
                 return None
     for pattern, order in _SHAPES:
@@ -117,9 +95,9 @@ def _date(value: str, year: int | None = None) -> date | None:
         a, b, c = m.groups()
         try:
             if order == "mdy":
-                return date(int(c), _MONTHS[a.lower()], int(b))
+                return date(int(c), MONTHS[a.lower()], int(b))
             if order == "dmy":
-                return date(int(c), _MONTHS[b.lower()], int(a))
+                return date(int(c), MONTHS[b.lower()], int(a))
             if order == "ymd":
                 return date(int(a), int(b), int(c))
             first, second = int(a), int(b)

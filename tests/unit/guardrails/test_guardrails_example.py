@@ -45,6 +45,9 @@ def test_example_agent_loop(
     assert '[guardrail] args_coerced: lines: "1" → 1 (string to integer)' in out
     assert "notes.txt starts with: first line" in out
     # The tally covers what it printed (here the client-side guardrails did it all).
-    assert "interventions: {'name_resolved': 2, 'args_coerced': 1} (client-side: {'name_resolved': 2, 'args_coerced': 1})" in out
+    assert (
+        "interventions: {'name_resolved': 2, 'args_coerced': 1} (client-side: {'name_resolved': 2, 'args_coerced': 1})"
+        in out
+    )
     assert len(engine.prompts) == 3
     assert "first line" in engine.prompts[2] and "second line" not in engine.prompts[2]

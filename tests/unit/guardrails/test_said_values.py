@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tether.chat import reads_as_failure
-from tether.guardrails.said_values import apart, ordered_pairs, whole_commands
+from tether.guardrails.said_values import apart, ordered_pairs, whole_commands, written_objects
 from tether.selection.grounded import Grounding, check_call
 
 EDIT = {"filePath": {}, "oldString": {}, "newString": {}, "replaceAll": {}}
@@ -88,3 +88,19 @@ def test_a_value_running_into_another_parameters_value_keeps_its_own_words() -> 
     assert apart({"location": "London 2022", "date": 2022}, props) == {}  # strings only
     edit = {"oldString": {}, "newString": {}}
     assert apart({"oldString": "color = red", "newString": "red"}, edit) == {}  # code keeps its words
+    search = {"query": {}, "location": {}}
+    assert apart({"query": "pizza in New York", "location": "New York"}, search) == {}  # a query is whole
+
+
+def test_an_object_parameter_holding_its_schema_takes_the_object_the_request_writes() -> None:
+    props = {"gradeDict": {"type": "object", "description": "A dictionary of subjects and scores"}}
+    echoed = {"gradeDict": {"type": "object", "description": "A dictionary of subjects and scores"}}
+    ask = "The average grade for these scores {'math':90, 'science':75} across subjects."
+    assert written_objects(echoed, props, ask) == {"gradeDict": {"math": 90, "science": 75}}
+    assert written_objects(echoed, props, "The average grade of John") == {}  # no object written
+    assert written_objects({"gradeDict": {"math": 90}}, props, ask) == {}  # a value already
+    # A tool that takes a schema gets one: its own properties name the keys.
+    schema_tool = {"schema": {"type": "object", "properties": {"type": {}, "description": {}}}}
+    assert written_objects({"schema": {"type": "string", "description": "x"}}, schema_tool, ask) == {}
+    dated = {"start_date": {}, "room_type": {}}
+    assert apart({"start_date": "10th December 2022", "room_type": "2022"}, dated) == {}  # a date is whole

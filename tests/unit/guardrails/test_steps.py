@@ -258,3 +258,39 @@ def test_a_repeated_call_takes_the_lists_next_item() -> None:
     unlisted = (Message("user", "The factorial of 5"),)
     guarded = run_guard_sync(guard_steps([five, five], [ages], PRESETS["strict"], unlisted))
     assert [dict(c.arguments) for c in guarded.calls] == [{"number": 5}]
+
+
+def test_a_repeat_is_not_advanced_along_words_that_are_no_list_of_its_kind() -> None:
+    origin = ToolSpec(
+        "religion_get_origin", "", {"type": "object", "properties": {"religion": {"type": "string"}}}
+    )
+    ask = (Message("user", "Who was the founder of Buddhism and where was it originated?"),)
+    call = ToolCall("religion_get_origin", {"religion": "Buddhism"})
+    guarded = run_guard_sync(guard_steps([call, call], [origin], PRESETS["strict"], ask))
+    assert [dict(c.arguments) for c in guarded.calls] == [{"religion": "Buddhism"}]
+    games = ToolSpec(
+        "recommend",
+        "",
+        {"type": "object", "properties": {"numPlayers": {"type": "integer"}, "category": {"type": "string"}}},
+    )
+    asked = (Message("user", "Board games for 2 players and strategy based"),)
+    played = ToolCall("recommend", {"numPlayers": 2, "category": "strategy"})
+    guarded = run_guard_sync(guard_steps([played, played], [games], PRESETS["strict"], asked))
+    assert len(guarded.calls) == 1  # "players" is the schema's own word
+    cities = ToolSpec("weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
+    where = (Message("user", "The weather in Paris, London and Berlin"),)
+    paris = ToolCall("weather", {"city": "Paris"})
+    guarded = run_guard_sync(guard_steps([paris, paris, paris], [cities], PRESETS["strict"], where))
+    assert [c.arguments["city"] for c in guarded.calls] == ["Paris", "London", "Berlin"]
+    route = ToolSpec(
+        "distance",
+        "",
+        {
+            "type": "object",
+            "properties": {"start_location": {"type": "string"}, "end_location": {"type": "string"}},
+        },
+    )
+    drive = (Message("user", "The shortest driving distance between New York, USA and Miami, USA."),)
+    trip = ToolCall("distance", {"start_location": "New York", "end_location": "Miami"})
+    guarded = run_guard_sync(guard_steps([trip, trip], [route], PRESETS["strict"], drive))
+    assert len(guarded.calls) == 1  # "York" is the start's

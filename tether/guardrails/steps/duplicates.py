@@ -3,8 +3,12 @@
 With ``dedupe``, a call identical (name and arguments) to an earlier one of the reply is dropped,
 unless it answers a fresh ask that lists what the call's one listed value belongs to ("the
 resistivity of copper and aluminum", ``resistivity: "copper"`` twice): then the repeat takes the
-list's next item no call of the reply has used (``duplicate_advanced``): the model meant the next
-item and copied the last call. So is one identical to a call of the previous turn whose result came back without failing
+list's next item no call of the reply has used (``duplicate_advanced``), as the model meant the
+next item and copied the last call. Every item of the list must be of the value's kind: a number,
+or a string capitalized alike that is neither the schema's own words nor as common as "where"
+("Buddhism and where" is no list of religions).
+
+So is a call identical to one of the previous turn whose result came back without failing
 (:func:`~.context.answered_last_turn`): the result is already in the conversation, and a small
 model otherwise loops on it until its turns run out (a changed world in between, such as a read
 after an edit, is another turn). With ``merge_variants``, a call that only reorders an earlier
@@ -19,15 +23,18 @@ import json
 import re
 
 from tether.calls import ToolCall
+from tether.grammar.formats.base import ToolSpec
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, call_key, never_asks
 from tether.guardrails.values import merge_variant
 from tether.selection.decision import request_text
 from tether.selection.enumeration import listed_items
-from tether.selection.grounded import is_number
+from tether.selection.grounded import echoes, is_number
+from tether.selection.relevance import weight
 
 __all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "merge_variants"]
 
+_CONTENT = 2.0  # a lowercase one-word item at least this rare is a value ("copper"), not "where"
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
@@ -71,12 +78,17 @@ def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     if len(found) != 1:
         return None
     key, items, _ = found[0]
-    used = [c.arguments.get(key) for c, _ in ctx.checked if c.name == call.name]
     value = call.arguments[key]
+    tool = ctx.by_name[call.name]
+    if not all(_alike(value, item, tool) for item in items):
+        return None  # "Buddhism and where", "2 players and strategy": no list of the value's kind
+    used = [c.arguments.get(key) for c, _ in ctx.checked if c.name == call.name]
+    # an item a value of the call already holds is taken ("York" of "New York" for end_location)
+    taken = " | ".join(v.lower() for v in call.arguments.values() if isinstance(v, str))
     unused = [
         item
         for item in items
-        if not any(_same(v, item) for v in used) and (not is_number(value) or _NUMBER.fullmatch(item))
+        if not any(_same(v, item) for v in used) and not re.search(rf"\b{re.escape(item.lower())}\b", taken)
     ]
     if not unused:
         return None
@@ -93,6 +105,24 @@ def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
         Intervention("duplicate_advanced", detail, call.name, dict(call.arguments), moved.arguments)
     )
     return moved
+
+
+def _alike(value: object, item: str, tool: ToolSpec) -> bool:
+    """Whether ``item`` is a value of the kind ``value`` is: a number for a number; for a string,
+    capitalized alike (``USA`` is no city like ``Miami``), not the schema's own words, and (a lowercase word) not as common as "where"."""
+    if is_number(value):
+        return _NUMBER.fullmatch(item) is not None
+    if not isinstance(value, str) or _case(value) != _case(item):
+        return False
+    props = tool.parameters.get("properties") or {}
+    if echoes(item, tool.name, *props):
+        return False
+    return item[:1].isupper() or " " in item.strip() or weight(item.strip()) >= _CONTENT
+
+
+def _case(text: str) -> str:
+    """How ``text`` is capitalized: "upper" (``USA``), "title" (``Miami``) or "lower"."""
+    return "upper" if len(text) > 1 and text.isupper() else "title" if text[:1].isupper() else "lower"
 
 
 def _same(value: object, item: str) -> bool:

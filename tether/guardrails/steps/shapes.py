@@ -6,7 +6,10 @@ Runs after the arguments are checked: a date the user wrote as "April 25, 2023" 
 ``YYYY-MM-DD`` parameter as ``2023-04-25``, "tomorrow" as the day after the date the conversation
 states as today (:func:`tether.grammar.datetimes.meant_day`), "California" to a two-letter state parameter as ``CA``;
 "change color = red to color = blue" gives ``oldString`` the red line however the model paired them;
-"London 2022/08/16" beside a date parameter's "2022/08/16" is "London".
+"London 2022/08/16" beside a date parameter's "2022/08/16" is "London"; an object parameter holding
+its own schema echoed takes the one object the request writes; two numbers dealt to each other's
+parameters trade back where the request labels them ("covers 400" for ``coverage_rate``,
+:mod:`tether.guardrails.labelled`).
 Noted as ``args_reshaped``; a value already in shape, or one that does not read as the shape, is
 left as the model wrote it.
 """
@@ -20,7 +23,8 @@ from tether.calls import ToolCall
 from tether.chat import Message
 from tether.grammar.datetimes import meant_day
 from tether.guardrails.interventions import Intervention
-from tether.guardrails.said_values import apart, ordered_pairs, whole_commands
+from tether.guardrails.labelled import labelled_swaps
+from tether.guardrails.said_values import apart, ordered_pairs, whole_commands, written_objects
 from tether.guardrails.shapes import redated, reshape, said_year, wanted_shape
 from tether.guardrails.steps.context import GuardContext, never_asks
 from tether.selection.decision import request_text
@@ -54,6 +58,9 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
             changed[key] = fixed
     changed |= ordered_pairs({**call.arguments, **changed}, props, request)
     changed |= whole_commands({**call.arguments, **changed}, props, request)
+    changed |= written_objects(call.arguments, props, request)
+    if ctx.lone and ctx.history and ctx.history[-1].role == "user":  # one call for a fresh ask
+        changed |= labelled_swaps({**call.arguments, **changed}, props, request)
     if not changed:
         return call
     after = {**call.arguments, **changed}

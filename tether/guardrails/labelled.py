@@ -1,0 +1,95 @@
+"""Numbers where the request's words put them: two of a call's numbers swapped back.
+
+"Paint for a wall of 30 feet by 12 feet, with a brand that covers 400 square feet per gallon" →
+``calculate_paint_needed(coverage_rate=12, length=30, height=400)``: the model found the request's
+three numbers and dealt two of them to the wrong parameters. The request labels its numbers: "covers
+400" is the coverage, "for 10 years" the years. A number parameter labelled with exactly one number
+(a word of its name that no other number parameter's name has, within the three words before the
+number or right after it) that holds
+another, while a second number parameter holds the labelled one, gets it back, and the second takes
+its value in exchange. Only values the call already has trade places: nothing is added. An indexed
+parameter (``mass1``, ``mass2``) is never labelled, and a reply of several calls is left alone (the
+request's labels are spread over its calls).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tether.coercion import schema_types
+from tether.grammar.spans import number_spans
+from tether.schema_kinds import name_parts
+from tether.selection.grounded import is_number
+from tether.selection.relevance import stem, weight
+
+__all__ = ["labelled_swaps"]
+
+_WORD = re.compile(r"[^\W\d_]+")
+_BEFORE = 3  # words before a number that may label it ("covers 400", "a radius of 5")
+_PREFIX = 5  # letters two words share at their start to be one word ("covers" / "coverage")
+_LABEL_WEIGHT = 1.0  # a name word this common ("of", "to") labels nothing
+
+
+def labelled_swaps(arguments: Mapping[str, Any], props: Mapping[str, Any], request: str) -> dict[str, Any]:
+    """The pairs of number parameters whose values the request's labels swap (see the module doc)."""
+    # an indexed parameter (``mass1``, ``mass2``) shares its words with its siblings: no label is its own
+    numeric = [
+        k for k, v in arguments.items() if is_number(v) and _numeric(props.get(k)) and not re.search(r"\d", k)
+    ]
+    if len(numeric) < 2:
+        return {}
+    words = _distinct_words([k for k in props if _numeric(props.get(k))])
+    labels = {k: v for k in numeric if (v := _labelled(words[k], request)) is not None}
+    out: dict[str, Any] = {}
+    for key, wanted in labels.items():
+        if key in out or float(arguments[key]) in wanted:
+            continue
+        mine = float(arguments[key])
+        holders = [
+            k
+            for k in numeric
+            if k not in out and k != key and float(arguments[k]) in wanted and mine in labels.get(k, {mine})
+        ]  # the holder gives the labelled number up unless the request labels it with that number
+        if len(holders) == 1:
+            out[key], out[holders[0]] = arguments[holders[0]], arguments[key]
+    return out
+
+
+def _numeric(schema: object) -> bool:
+    types = schema_types(schema) if isinstance(schema, Mapping) else ()
+    return "integer" in types or "number" in types
+
+
+def _distinct_words(keys: list[str]) -> dict[str, list[str]]:
+    """Each parameter's label words: its name's words that no other of ``keys`` has ("final" of
+    ``final_temperature`` beside ``initial_temperature``)."""
+    words = {k: [w for w in name_parts(k) if len(w) >= 3 and weight(w) >= _LABEL_WEIGHT] for k in keys}
+    return {k: [w for w in ws if not any(w in words[o] for o in keys if o != k)] for k, ws in words.items()}
+
+
+def _labelled(words: list[str], request: str) -> frozenset[float] | None:
+    """The number ``request`` labels with one of ``words`` (its readings: "5%" is 5 and 0.05);
+    None for none, or several numbers."""
+    if not words:
+        return None
+    text = request.encode()
+    spans = number_spans(text)
+    found: dict[int, set[float]] = {}
+    for a, b, written in spans:
+        # the words since the previous number, and the one word after this one
+        start = max((e for _, e, _ in spans if e <= a), default=0)
+        before = _WORD.findall(text[start:a].decode(errors="ignore"))[-_BEFORE:]
+        after = _WORD.findall(text[b:].decode(errors="ignore"))[:1]
+        if any(_same_word(w.lower(), label) for w in (*before, *after) for label in words):
+            found.setdefault(a, set()).add(float(json.loads(written)))
+    return frozenset(next(iter(found.values()))) if len(found) == 1 else None
+
+
+def _same_word(word: str, label: str) -> bool:
+    """One word: the same stem, or the same first letters ("covers" / "coverage")."""
+    return stem(word) == stem(label) or (
+        min(len(word), len(label)) >= _PREFIX and word[:_PREFIX] == label[:_PREFIX]
+    )
