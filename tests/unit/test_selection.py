@@ -510,3 +510,22 @@ def test_an_identifier_is_said_only_as_the_text_writes_it() -> None:
     assert check_call({"user_id": "ann_lee"}, schema, said).unsaid == ()
     other = {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}
     assert check_call({"topic": "his_profile"}, other, said).unsaid == ()  # a name may join its words
+
+
+def test_an_optional_value_outside_the_described_choices_gives_way_to_the_described_default() -> None:
+    from tether.selection.grounded import Grounding, unsaid_optional
+
+    params = {
+        "type": "object",
+        "properties": {
+            "company": {"type": "string"},
+            "data_type": {
+                "type": "string",
+                "description": "The type of price data (e.g., 'Open', 'Close', 'High', 'Low'). Default is 'Close'.",
+            },
+        },
+        "required": ["company"],
+    }
+    said = Grounding.of("What's the price of Amazon stock for the last 3 days?")
+    assert unsaid_optional({"company": "Amazon", "data_type": "price"}, params, said) == ("data_type",)
+    assert unsaid_optional({"company": "Amazon", "data_type": "High"}, params, said) == ()

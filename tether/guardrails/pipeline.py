@@ -130,14 +130,17 @@ def guard_steps(
     ctx = GuardContext(
         tuple(tools), config, tuple(messages), checkers or {}, can_regenerate, may_answer, lone(calls)
     )
-    for written in calls:
-        call: ToolCall | None = ctx.begin(written)
+    queue = list(calls)
+    while queue:
+        call: ToolCall | None = ctx.begin(queue.pop(0))
         for step in steps:
             if call is None or ctx.settled:
                 break
             call = yield from step(call, ctx)
         if call is not None:
             ctx.keep(call)
+        queue += ctx.again
+        ctx.again.clear()
     return ctx.result()
 
 

@@ -250,7 +250,8 @@ def unsaid_optional(
     a guess that would override what the tool does by itself. A string or number counts when it is
     not said; a choice (an ``enum`` string, one whose description quotes its choices, a boolean) only
     when the schema has a default to fall back on and the request names neither the value nor, for a
-    boolean, the flag's words (``flags``). An optional parameter holding a value another one keeps
+    boolean, the flag's words (``flags``); a string outside the choices a description quotes also when
+    the description states the default. An optional parameter holding a value another one keeps
     (:func:`tether.selection.doubled.doubled_keys`) counts too."""
     props = parameters.get("properties") if isinstance(parameters, Mapping) else None
     if not isinstance(props, Mapping):
@@ -272,12 +273,24 @@ def unsaid_optional(
             guessed = key not in flags if isinstance(value, bool) else not source.has_string(value)
             if guessed and "default" in schema:
                 out.append(key)
+            elif isinstance(value, str) and _unlisted(value, schema):
+                out.append(key)  # "price" where the description lists Open/Close/High/Low, Close by default
             continue
         unset = {k: v for k, v in schema.items() if k != "default"}  # a default is no reason to keep it
         found = [_found(kind, v, source, tool, key) for kind, v in _values(value, unset, key)]
         if extractive_kind(unset, key) is not None and found and not all(found):
             out.append(key)
     return tuple(out)
+
+
+def _unlisted(value: str, schema: Mapping[str, Any]) -> bool:
+    """A value none of the choices a description quotes, where it states a default to fall back on."""
+    listed = listed_choices(schema) if "enum" not in schema else None
+    return (
+        bool(listed)
+        and value.lower() not in {c.lower() for c in listed or ()}
+        and (described_default(schema) is not None)
+    )
 
 
 def grounded_share(

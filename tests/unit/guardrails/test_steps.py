@@ -254,7 +254,9 @@ def test_a_repeated_call_takes_the_lists_next_item() -> None:
     asked = (Message("user", "The factorials of 5, 3 and 4"),)
     five = ToolCall("factorial", {"number": 5})
     guarded = run_guard_sync(guard_steps([five, five], [ages], PRESETS["strict"], asked))
-    assert [dict(c.arguments) for c in guarded.calls] == [{"number": 5}, {"number": 3}]
+    # The repeat ended the model's list short of the items left: each gets its call.
+    assert [dict(c.arguments) for c in guarded.calls] == [{"number": 5}, {"number": 3}, {"number": 4}]
+    assert [n.kind for n in guarded.interventions] == ["duplicate_advanced"] * 2
     unlisted = (Message("user", "The factorial of 5"),)
     guarded = run_guard_sync(guard_steps([five, five], [ages], PRESETS["strict"], unlisted))
     assert [dict(c.arguments) for c in guarded.calls] == [{"number": 5}]

@@ -193,7 +193,8 @@ class GuardContext:
     Per reply: ``lone`` (the reply makes one call, however often the model repeated it: :func:`lone`),
     ``answered`` (the previous turn's calls whose results came back, under ``end_loops``),
     ``failing`` (calls that failed in each of the last ``failed_retries + 1`` turns, likewise) and the
-    accumulators. Per call: ``verdict`` (``ok`` under the name as written until a step says
+    accumulators, among them ``again``: written calls a step wants run through the steps once more
+    after the reply's own (a repeat advanced along a list with items left). Per call: ``verdict`` (``ok`` under the name as written until a step says
     otherwise) and ``settled`` (set by :meth:`settle`: no later step runs).
     """
 
@@ -210,6 +211,7 @@ class GuardContext:
     usage: Usage = field(default_factory=Usage)
     seen: dict[str, int] = field(default_factory=dict)  # a kept call's key -> its index in checked
     asked: dict[str, Regenerated | None] = field(default_factory=dict)  # one generation per request
+    again: list[ToolCall] = field(default_factory=list)  # calls to run through the steps once more
     verdict: CallVerdict = CallVerdict("ok", "")
     settled: bool = False
     by_name: dict[str, ToolSpec] = field(init=False)

@@ -4,7 +4,8 @@ With ``dedupe``, a call identical (name and arguments) to an earlier one of the 
 unless it answers a fresh ask that lists what the call's one listed value belongs to ("the
 resistivity of copper and aluminum", ``resistivity: "copper"`` twice): then the repeat takes the
 list's next item no call of the reply has used (``duplicate_advanced``), as the model meant the
-next item and copied the last call. Every item of the list must be of the value's kind: a number,
+next item and copied the last call; and so on for each item left (the repeat ended the model's
+list, which was short of them). Every item of the list must be of the value's kind: a number,
 or a string capitalized alike that is neither the schema's own words nor as common as "where"
 ("Buddhism and where" is no list of religions).
 
@@ -92,6 +93,9 @@ def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     ]
     if not unused:
         return None
+    ctx.lone = False  # the reply makes several calls now
+    if len(unused) > 1:
+        ctx.again.append(call)  # the repeat once more: it takes the item after this one
     after = json.loads(unused[0]) if is_number(value) else unused[0]
     if isinstance(value, int) and isinstance(after, float) and after.is_integer():
         after = int(after)
