@@ -113,7 +113,10 @@ def test_a_number_in_a_string_parameter_beside_the_same_number_is_the_numbers() 
     }
     assert doubled_keys({"act_name": "Act 2013", "amendment_year": 2013}, act, text) == {}
     asked = beside(
-        ["Amendment", "Criminal Law Amendment", "details", "Criminal Law"], text, "act_name", "The name of the act."
+        ["Amendment", "Criminal Law Amendment", "details", "Criminal Law"],
+        text,
+        "act_name",
+        "The name of the act.",
     )
     assert asked == ["Criminal Law Amendment"]  # the longest of the spans beside "act"
 
@@ -157,3 +160,10 @@ def test_the_guard_asks_again_for_a_required_doubled_value_and_keeps_the_call_wh
     )
     guarded = run_guard_sync(steps, regenerate)
     assert dict(guarded.calls[0].arguments) == dict(both.arguments) and len(asked) == 1
+
+
+def test_a_time_of_day_is_the_time_parameters() -> None:
+    trip = {"type": "object", "properties": {"date_of_journey": STRING, "journey_start_time": STRING}}
+    text = _flat("Train tickets from Sacramento to Portland on April 22 at 10:00 AM")
+    args = {"date_of_journey": "10:00 AM", "journey_start_time": "10:00 AM"}
+    assert doubled_keys(args, trip, text) == {"date_of_journey": "journey_start_time"}

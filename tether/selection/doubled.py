@@ -6,7 +6,8 @@ too. The request says it once, so it gives one parameter; the others hold a gues
 said. :func:`doubled_keys` names them. Of the parameters sharing the value, the one that fits it best
 keeps it: an ``enum`` that lists it, a parameter whose words the value contains (``county`` for
 "Santa Clara County"), one the request names just before the value ("player 'LeBron James'"), a
-place parameter for a value after "in", "at", "from"…; on a tie, the one written first. The rest
+place parameter for a value after "in", "at", "from"…, a time parameter for a time of day (never a
+date parameter); on a tie, the one written first. The rest
 count as unsaid (:func:`tether.selection.grounded.check_call`): a required one is asked again among
 the request's words right beside its own words (:func:`beside`: "classical" of "a classical concert"
 for ``genre``, "Genre of the concert."), an optional one is left to the tool's default.
@@ -23,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tether.grammar.datetimes import written_dates
+from tether.grammar.datetimes import written_dates, written_times
 from tether.schema_kinds import extractive_kind, name_parts
 from tether.selection.relevance import content_words, stem, weight
 
@@ -93,6 +94,8 @@ def _fit(key: str, flat: str, schema: Any, text: str) -> int:
     score = 2 * bool(words & {stem(w) for w in _WORD.findall(flat)})
     score += bool(words & {stem(w) for w in before})
     score += bool(parts & _PLACE_WORDS and before and before[-1] in _BEFORE_PLACE)
+    if written_times(flat) and not written_dates(flat):  # a time of day: a time's, never a date's
+        score += 2 if "time" in parts else -2 if "date" in parts else 0
     return score
 
 
