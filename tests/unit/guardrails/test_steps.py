@@ -226,18 +226,16 @@ def test_a_call_that_failed_as_often_as_it_may_be_retried_is_not_made_again() ->
     assert ctx.failing == frozenset()  # only under end_loops
 
 
+def _tool(name: str, required: tuple[str, ...] = (), **types: str) -> ToolSpec:
+    """A tool whose parameters have the JSON ``types`` given, ``required`` among them."""
+    props = {k: {"type": t} for k, t in types.items()}
+    return ToolSpec(name, "", {"type": "object", "properties": props, "required": list(required)})
+
+
 def test_a_repeated_call_takes_the_lists_next_item() -> None:
     """ "resistivity of copper and aluminum", the call with copper written twice: the repeat is the
     aluminum call the request lists; a repeat with nothing listed left is dropped as before."""
-    wire = ToolSpec(
-        "calculate_resistance",
-        "The resistance of a wire",
-        {
-            "type": "object",
-            "properties": {"length": {"type": "number"}, "resistivity": {"type": "string"}},
-            "required": ["length", "resistivity"],
-        },
-    )
+    wire = _tool("calculate_resistance", ("length", "resistivity"), length="number", resistivity="string")
     ask = (Message("user", "The resistance of a 5m wire with the resistivity of copper and aluminum?"),)
     copper = ToolCall("calculate_resistance", {"length": 5, "resistivity": "copper"})
     guarded = run_guard_sync(guard_steps([copper, copper, copper], [wire], PRESETS["strict"], ask))
@@ -246,11 +244,7 @@ def test_a_repeated_call_takes_the_lists_next_item() -> None:
         {"length": 5, "resistivity": "aluminum"},
     ]
     assert [n.kind for n in guarded.interventions] == ["duplicate_advanced", "duplicate_dropped"]
-    ages = ToolSpec(
-        "factorial",
-        "",
-        {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]},
-    )
+    ages = _tool("factorial", ("number",), number="integer")
     asked = (Message("user", "The factorials of 5, 3 and 4"),)
     five = ToolCall("factorial", {"number": 5})
     guarded = run_guard_sync(guard_steps([five, five], [ages], PRESETS["strict"], asked))
@@ -263,23 +257,17 @@ def test_a_repeated_call_takes_the_lists_next_item() -> None:
 
 
 def test_a_repeat_is_not_advanced_along_words_that_are_no_list_of_its_kind() -> None:
-    origin = ToolSpec(
-        "religion_get_origin", "", {"type": "object", "properties": {"religion": {"type": "string"}}}
-    )
+    origin = _tool("religion_get_origin", religion="string")
     ask = (Message("user", "Who was the founder of Buddhism and where was it originated?"),)
     call = ToolCall("religion_get_origin", {"religion": "Buddhism"})
     guarded = run_guard_sync(guard_steps([call, call], [origin], PRESETS["strict"], ask))
     assert [dict(c.arguments) for c in guarded.calls] == [{"religion": "Buddhism"}]
-    games = ToolSpec(
-        "recommend",
-        "",
-        {"type": "object", "properties": {"numPlayers": {"type": "integer"}, "category": {"type": "string"}}},
-    )
+    games = _tool("recommend", numPlayers="integer", category="string")
     asked = (Message("user", "Board games for 2 players and strategy based"),)
     played = ToolCall("recommend", {"numPlayers": 2, "category": "strategy"})
     guarded = run_guard_sync(guard_steps([played, played], [games], PRESETS["strict"], asked))
     assert len(guarded.calls) == 1  # "players" is the schema's own word
-    cities = ToolSpec("weather", "", {"type": "object", "properties": {"city": {"type": "string"}}})
+    cities = _tool("weather", city="string")
     where = (Message("user", "The weather in Paris, London and Berlin"),)
     paris = ToolCall("weather", {"city": "Paris"})
     guarded = run_guard_sync(guard_steps([paris, paris, paris], [cities], PRESETS["strict"], where))
