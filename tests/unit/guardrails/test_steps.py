@@ -284,3 +284,8 @@ def test_a_repeat_is_not_advanced_along_words_that_are_no_list_of_its_kind() -> 
     trip = ToolCall("distance", {"start_location": "New York", "end_location": "Miami"})
     guarded = run_guard_sync(guard_steps([trip, trip], [route], PRESETS["strict"], drive))
     assert len(guarded.calls) == 1  # "York" is the start's
+    events = [_tool("create_event", date="string", title="string"), _tool("invite", email="string")]
+    plan = (Message("user", "Create 'Design review' on 2025-05-02 and invite bob@example.com to it"),)
+    made = ToolCall("create_event", {"date": "2025-05-02", "title": "Design review"})
+    guarded = run_guard_sync(guard_steps([made, made], events, PRESETS["strict"], plan))
+    assert len(guarded.calls) == 1  # "invite" is a step, not a date

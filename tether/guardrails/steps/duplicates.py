@@ -6,8 +6,9 @@ resistivity of copper and aluminum", ``resistivity: "copper"`` twice): then the 
 list's next item no call of the reply has used (``duplicate_advanced``), as the model meant the
 next item and copied the last call; and so on for each item left (the repeat ended the model's
 list, which was short of them). Every item of the list must be of the value's kind: a number,
-or a string capitalized alike that is neither the schema's own words nor as common as "where"
-("Buddhism and where" is no list of religions).
+or a string written alike (capitals, letters or none) that is neither the schema's own words, an
+offered tool's name, nor as common as "where" ("Buddhism and where" is no list of religions, "on
+2025-05-02 and invite Bob" no list of dates).
 
 So is a call identical to one of the previous turn whose result came back without failing
 (:func:`~.context.answered_last_turn`): the result is already in the conversation, and a small
@@ -81,7 +82,7 @@ def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     key, items, _ = found[0]
     value = call.arguments[key]
     tool = ctx.by_name[call.name]
-    if not all(_alike(value, item, tool) for item in items):
+    if not all(_alike(value, item, tool) and not echoes(item, *ctx.names) for item in items):
         return None  # "Buddhism and where", "2 players and strategy": no list of the value's kind
     used = [c.arguments.get(key) for c, _ in ctx.checked if c.name == call.name]
     # an item a value of the call already holds is taken ("York" of "New York" for end_location)
@@ -113,7 +114,7 @@ def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
 
 def _alike(value: object, item: str, tool: ToolSpec) -> bool:
     """Whether ``item`` is a value of the kind ``value`` is: a number for a number; for a string,
-    capitalized alike (``USA`` is no city like ``Miami``), not the schema's own words, and (a lowercase word) not as common as "where"."""
+    written alike (``USA`` is no city like ``Miami``, "invite" no date like ``2025-05-02``), not the schema's own words, and (a lowercase word) not as common as "where"."""
     if is_number(value):
         return _NUMBER.fullmatch(item) is not None
     if not isinstance(value, str) or _case(value) != _case(item):
@@ -125,7 +126,10 @@ def _alike(value: object, item: str, tool: ToolSpec) -> bool:
 
 
 def _case(text: str) -> str:
-    """How ``text`` is capitalized: "upper" (``USA``), "title" (``Miami``) or "lower"."""
+    """How ``text`` is written: "none" (no letters: ``2025-05-02``), "upper" (``USA``), "title"
+    (``Miami``) or "lower"."""
+    if not any(c.isalpha() for c in text):
+        return "none"
     return "upper" if len(text) > 1 and text.isupper() else "title" if text[:1].isupper() else "lower"
 
 
