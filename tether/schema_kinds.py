@@ -24,6 +24,8 @@ from typing import Any
 from tether.coercion import schema_types
 
 __all__ = [
+    "PLACE_PREPOSITIONS",
+    "asks_free_text",
     "composed",
     "counted_nouns",
     "described_default",
@@ -33,6 +35,7 @@ __all__ = [
     "name_parts",
     "name_words",
     "names_a_file",
+    "names_a_place",
     "wanted_shape",
 ]
 
@@ -88,6 +91,26 @@ def names_a_file(name: str) -> bool:
     """Whether a parameter named ``name`` takes a file's name or path (``path``, ``filePath``,
     ``file_name``, ``target_file``): a value the conversation writes as a file name, whole."""
     return any(w in _FILE_WORDS for w in _letters(name))
+
+
+_PLACE_WORDS = frozenset(
+    {"location", "city", "state", "county", "country", "region", "place", "address", "area", "town"}
+)
+PLACE_PREPOSITIONS = frozenset({"in", "at", "near", "around", "from", "to"})  # "in Paris", "from Rome"
+
+
+def names_a_place(name: str) -> bool:
+    """Whether a parameter named ``name`` takes a place (``city``, ``location``, ``home_country``)."""
+    return any(w in _PLACE_WORDS for w in _letters(name))
+
+
+_FREE_TEXT = frozenset({"query", "q", "search", "text", "prompt", "message", "question", "keywords", "terms"})
+
+
+def asks_free_text(name: str) -> bool:
+    """Whether a parameter named ``name`` takes the request in its own words (``query``,
+    ``search_text``): places, names and all."""
+    return any(w in _FREE_TEXT for w in _letters(name))
 
 
 def name_words(name: str) -> frozenset[str]:

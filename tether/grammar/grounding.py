@@ -22,7 +22,6 @@ the latest round (:mod:`tether.grammar.recent`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,6 +39,7 @@ from tether.grammar.spans import (
     SpanLedger,
     closest_records,
     counted_by,
+    is_written_number,
     labelled_by,
     labelled_ids,
     readings_for,
@@ -55,8 +55,6 @@ from tether.schema_kinds import (
 )
 
 __all__ = ["GroundingProcessor"]
-
-_NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
 
 
 class GroundingProcessor:
@@ -179,7 +177,7 @@ class GroundingProcessor:
         """Values finished since the last step take their spans in the ledger."""
         done = self.tracker.done
         for call, key, value in done[self._recorded :]:
-            if _NUMBER.fullmatch(value):
+            if is_written_number(value):
                 spans = [(a, b) for a, b, n in self.index.number_spans if n == value]
             else:
                 spans = [(e - len(value), e) for e in self.index.occurrences(value)] if value else []

@@ -31,6 +31,7 @@ __all__ = [
     "Use",
     "closest_records",
     "counted_by",
+    "is_written_number",
     "labelled_by",
     "labelled_ids",
     "number_spans",
@@ -43,6 +44,13 @@ _LEADING_ZERO = re.compile(rb"-?0\d")
 _WORD = re.compile(rb"[A-Za-z0-9]")
 _JOINED = re.compile(rb"[A-Za-z0-9@_]")  # what a value does not begin right after
 _CHUNK = re.compile(rb"[^\s'\"`()\[\]{}<>,;]+")  # a whitespace- or quote-delimited piece of text
+
+
+def is_written_number(text: str | bytes) -> bool:
+    """Whether ``text`` is a plain decimal as a request writes one (``-3``, ``2.5``)."""
+    return _NUMBER.fullmatch(text.encode() if isinstance(text, str) else text) is not None
+
+
 _FILE_NAME = re.compile(rb"[\w-]\.[A-Za-z][A-Za-z0-9]{0,7}$|/")  # an extension, or a directory part
 _GROUPED = re.compile(rb"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _NUM = rb"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?"

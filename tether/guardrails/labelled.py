@@ -42,7 +42,8 @@ def labelled_swaps(arguments: Mapping[str, Any], props: Mapping[str, Any], reque
     if len(numeric) < 2:
         return {}
     words = _distinct_words([k for k in props if _numeric(props.get(k))])
-    labels = {k: v for k in numeric if (v := _labelled(words[k], request)) is not None}
+    near = _neighbours(request)
+    labels = {k: v for k in numeric if (v := _labelled(words[k], near)) is not None}
     out: dict[str, Any] = {}
     for key, wanted in labels.items():
         if key in out or float(arguments[key]) in wanted:
@@ -70,21 +71,28 @@ def _distinct_words(keys: list[str]) -> dict[str, list[str]]:
     return {k: [w for w in ws if not any(w in words[o] for o in keys if o != k)] for k, ws in words.items()}
 
 
-def _labelled(words: list[str], request: str) -> frozenset[float] | None:
-    """The number ``request`` labels with one of ``words`` (its readings: "5%" is 5 and 0.05);
-    None for none, or several numbers."""
-    if not words:
-        return None
+def _neighbours(request: str) -> list[tuple[int, float, list[str]]]:
+    """Each number ``request`` writes (its readings: "5%" is 5 and 0.05), where, and the words that
+    may label it: up to three since the previous number, and the one right after it."""
     text = request.encode()
     spans = number_spans(text)
-    found: dict[int, set[float]] = {}
+    out = []
     for a, b, written in spans:
-        # the words since the previous number, and the one word after this one
         start = max((e for _, e, _ in spans if e <= a), default=0)
         before = _WORD.findall(text[start:a].decode(errors="ignore"))[-_BEFORE:]
         after = _WORD.findall(text[b:].decode(errors="ignore"))[:1]
-        if any(_same_word(w.lower(), label) for w in (*before, *after) for label in words):
-            found.setdefault(a, set()).add(float(json.loads(written)))
+        out.append((a, float(json.loads(written)), [w.lower() for w in (*before, *after)]))
+    return out
+
+
+def _labelled(words: list[str], near: list[tuple[int, float, list[str]]]) -> frozenset[float] | None:
+    """The number labelled with one of ``words`` (of :func:`_neighbours`); None for none, or several."""
+    if not words:
+        return None
+    found: dict[int, set[float]] = {}
+    for at, value, neighbours in near:
+        if any(_same_word(w, label) for w in neighbours for label in words):
+            found.setdefault(at, set()).add(value)
     return frozenset(next(iter(found.values()))) if len(found) == 1 else None
 
 

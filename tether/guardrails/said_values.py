@@ -31,7 +31,7 @@ from typing import Any
 
 from tether.grammar.datetimes import written_dates
 from tether.jsonscan import find_json_values
-from tether.schema_kinds import name_parts
+from tether.schema_kinds import asks_free_text, name_parts
 from tether.selection.clauses import command_mentions, takes_command
 
 __all__ = ["apart", "ordered_pairs", "whole_commands", "written_objects"]
@@ -133,7 +133,6 @@ def ordered_pairs(
 
 _JOINED = r"\s+(?:(?:in|at|on|for|from|of)\s+)?"
 _LETTER = re.compile(r"[^\W\d_]")
-_FREE_TEXT = frozenset({"query", "q", "search", "text", "prompt", "message", "question", "keywords", "terms"})
 _NAME_LIKE = re.compile(r"[\w .'&-]+")  # a name or a place, not code ("color =" of an edit)
 
 
@@ -145,7 +144,7 @@ def apart(arguments: Mapping[str, Any], props: Mapping[str, Any]) -> dict[str, s
     }
     out: dict[str, str] = {}
     for key, value in strings.items():
-        if set(name_parts(key)) & _FREE_TEXT:
+        if asks_free_text(key):
             continue  # a query says the request in its own words, places and all
         for other, given in strings.items():
             if other == key or not given or len(given) >= len(value):

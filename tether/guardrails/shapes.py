@@ -23,7 +23,7 @@ from functools import cache
 from typing import Any
 
 from tether.grammar.datetimes import DAY, MONTH, MONTHS, written_dates, written_times
-from tether.schema_kinds import wanted_shape
+from tether.schema_kinds import PLACE_PREPOSITIONS, wanted_shape
 
 __all__ = ["US_STATES", "redated", "reshape", "said_year", "wanted_shape"]
 
@@ -67,7 +67,6 @@ US_STATES = {
     "district of columbia": "DC",
 }  # fmt: skip
 _PLACE_WORDS = 4  # the most words of a place name found at the end of a sentence
-_BEFORE_PLACE = frozenset({"in", "at", "near", "around", "to", "from"})
 _DOMINANT = 3.0  # a shared city name is completed when the largest namesake is this many times the next
 _KNOWN_BY_OTHER_NAMES = 100_000  # cities this large are also found by their other ASCII names
 _ASCII_NAME = re.compile(r"^[A-Za-z][A-Za-z .'-]{2,}$")
@@ -145,7 +144,7 @@ def _place(value: str, places: dict[str, tuple[str, str]]) -> str | None:
     words = value.split()
     for k in range(min(_PLACE_WORDS, len(words) - 1), 0, -1):  # the longest place that ends it
         head, tail = words[:-k], " ".join(words[-k:])
-        if head[-1].lower() in _BEFORE_PLACE and (found := places.get(tail.lower())):
+        if head[-1].lower() in PLACE_PREPOSITIONS and (found := places.get(tail.lower())):
             return f"{tail}, {found[1]}"
     return None
 

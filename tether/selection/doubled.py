@@ -25,18 +25,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether.grammar.datetimes import written_dates, written_times
-from tether.schema_kinds import extractive_kind, name_parts
+from tether.grammar.spans import is_written_number
+from tether.schema_kinds import PLACE_PREPOSITIONS, extractive_kind, name_parts, names_a_place
 from tether.selection.relevance import content_words, stem, weight
 
 __all__ = ["beside", "doubled_keys"]
 
 _WORD = re.compile(r"[^\W_]+")
 _LETTER = re.compile(r"[^\W\d_]")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_PLACE_WORDS = frozenset(
-    {"location", "city", "state", "county", "country", "region", "place", "address", "area", "town"}
-)
-_BEFORE_PLACE = frozenset({"in", "at", "near", "around", "from", "to"})
 _BEFORE = 4  # the words before a value that may name its parameter ("stats for player 'LeBron James'")
 
 
@@ -62,7 +58,7 @@ def doubled_keys(arguments: Mapping[str, Any], parameters: Mapping[str, Any], te
     for key, value in arguments.items():
         digits = value.strip() if isinstance(value, str) else ""
         if (
-            _NUMBER.fullmatch(digits)
+            is_written_number(digits)
             and _written(float(digits)) in numbers
             and extractive_kind(props.get(key), key)
         ):
@@ -93,7 +89,7 @@ def _fit(key: str, flat: str, schema: Any, text: str) -> int:
     before = _WORD.findall(text[: at.start()])[-_BEFORE:] if at else []
     score = 2 * bool(words & {stem(w) for w in _WORD.findall(flat)})
     score += bool(words & {stem(w) for w in before})
-    score += bool(parts & _PLACE_WORDS and before and before[-1] in _BEFORE_PLACE)
+    score += bool(names_a_place(key) and before and before[-1] in PLACE_PREPOSITIONS)
     if written_times(flat) and not written_dates(flat):  # a time of day: a time's, never a date's
         score += 2 if "time" in parts else -2 if "date" in parts else 0
     return score

@@ -245,6 +245,7 @@ def unsaid_optional(
     source: Grounding,
     tool: str = "",
     flags: frozenset[str] = frozenset(),
+    doubled: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
     """The optional parameters whose values nobody said and that differ from the tool's own default:
     a guess that would override what the tool does by itself. A string or number counts when it is
@@ -252,13 +253,14 @@ def unsaid_optional(
     when the schema has a default to fall back on and the request names neither the value nor, for a
     boolean, the flag's words (``flags``); a string outside the choices a description quotes also when
     the description states the default. An optional parameter holding a value another one keeps
-    (:func:`tether.selection.doubled.doubled_keys`) counts too."""
+    (:func:`tether.selection.doubled.doubled_keys`; ``doubled`` when the caller has them) counts too."""
     props = parameters.get("properties") if isinstance(parameters, Mapping) else None
     if not isinstance(props, Mapping):
         return ()
     required = set(parameters.get("required") or ())
     out: list[str] = []
-    doubled = doubled_keys(arguments, parameters, source.text)
+    if doubled is None:
+        doubled = doubled_keys(arguments, parameters, source.text)
     for key, value in arguments.items():
         schema = props.get(key)
         if key in doubled and key not in required:

@@ -26,6 +26,7 @@ import re
 
 from tether.calls import ToolCall
 from tether.grammar.formats.base import ToolSpec
+from tether.grammar.spans import is_written_number
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, call_key, never_asks
 from tether.guardrails.values import merge_variant
@@ -37,7 +38,6 @@ from tether.selection.relevance import weight
 __all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "merge_variants"]
 
 _CONTENT = 2.0  # a lowercase one-word item at least this rare is a value ("copper"), not "where"
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def call_repeated(call: ToolCall, ctx: GuardContext) -> bool:
@@ -116,7 +116,7 @@ def _alike(value: object, item: str, tool: ToolSpec) -> bool:
     """Whether ``item`` is a value of the kind ``value`` is: a number for a number; for a string,
     written alike (``USA`` is no city like ``Miami``, "invite" no date like ``2025-05-02``), not the schema's own words, and (a lowercase word) not as common as "where"."""
     if is_number(value):
-        return _NUMBER.fullmatch(item) is not None
+        return is_written_number(item)
     if not isinstance(value, str) or _case(value) != _case(item):
         return False
     props = tool.parameters.get("properties") or {}
@@ -137,7 +137,7 @@ def _same(value: object, item: str) -> bool:
     """Whether ``value`` is the list item ``item`` (a string, case aside, or a number)."""
     if isinstance(value, str):
         return value.strip().lower() == item.lower()
-    if is_number(value) and _NUMBER.fullmatch(item):
+    if is_number(value) and is_written_number(item):
         return float(value) == float(item)  # type: ignore[arg-type]
     return False
 

@@ -42,7 +42,7 @@ def grounding(call: ToolCall, ctx: GuardContext) -> StepRun:
     dropped: tuple[str, ...] = ()
     if config.drop_unsaid:
         flags = mentioned_flags(request_text(ctx.history), [tool]).get(name, frozenset())
-        dropped = unsaid_optional(call.arguments, tool.parameters, spoken, name, flags)
+        dropped = unsaid_optional(call.arguments, tool.parameters, spoken, name, flags, dict(found.doubled))
     kept = {k: v for k, v in call.arguments.items() if k not in dropped}
     if config.abstain_below > 0 or config.abstain_unsaid:
         # A required value said once and written into two parameters is asked again for the one
@@ -51,13 +51,12 @@ def grounding(call: ToolCall, ctx: GuardContext) -> StepRun:
         again_for = found.unsaid + tuple(k for k in doubled if k in required and k not in found.unsaid)
         if again_for and config.reground_min > 0 and config.repair and ctx.can_regenerate:
             request = request_text(ctx.history)
-            narrowed = None
-            for keys in dict.fromkeys((again_for, found.unsaid)):  # the unsaid alone, if that fails
-                if keys and narrowed is None:
-                    narrowed = regrounded_tool(
-                        call, tool, keys, request, spoken, config.reground_min, doubled
-                    )
-                    again_for = keys
+            narrowed = regrounded_tool(call, tool, again_for, request, spoken, config.reground_min, doubled)
+            if narrowed is None and found.unsaid and again_for != found.unsaid:  # the unsaid alone
+                again_for = found.unsaid
+                narrowed = regrounded_tool(
+                    call, tool, again_for, request, spoken, config.reground_min, doubled
+                )
             if narrowed is not None:
                 answer = yield from ctx.ask(FixArguments(ctx.history, narrowed[0], call, narrowed[1]))
                 fixed = answer.value if answer is not None else None
