@@ -36,6 +36,8 @@ __all__ = [
     "name_words",
     "names_a_file",
     "names_a_place",
+    "names_a_url",
+    "reads_as_url",
     "wanted_shape",
 ]
 
@@ -102,6 +104,21 @@ PLACE_PREPOSITIONS = frozenset({"in", "at", "near", "around", "from", "to"})  # 
 def names_a_place(name: str) -> bool:
     """Whether a parameter named ``name`` takes a place (``city``, ``location``, ``home_country``)."""
     return any(w in _PLACE_WORDS for w in _letters(name))
+
+
+_URL_WORDS = frozenset({"url", "uri", "endpoint"})
+# a scheme's address, a path, or a host name with a dot ("api.example.com/v1", "localhost:8080")
+_URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+|/\S*|(?:localhost|[\w-]+(?:\.[\w-]+)+)(?::\d+)?(?:/\S*)?", re.I)
+
+
+def names_a_url(name: str) -> bool:
+    """Whether a parameter named ``name`` takes a URL (``url``, ``endpoint``, ``base_uri``)."""
+    return any(w in _URL_WORDS for w in _letters(name))
+
+
+def reads_as_url(value: str) -> bool:
+    """Whether ``value`` is written as a URL, a path or a host could be ("eth1" is none of them)."""
+    return _URL.fullmatch(value.strip()) is not None
 
 
 _FREE_TEXT = frozenset({"query", "q", "search", "text", "prompt", "message", "question", "keywords", "terms"})

@@ -529,3 +529,15 @@ def test_an_optional_value_outside_the_described_choices_gives_way_to_the_descri
     said = Grounding.of("What's the price of Amazon stock for the last 3 days?")
     assert unsaid_optional({"company": "Amazon", "data_type": "price"}, params, said) == ("data_type",)
     assert unsaid_optional({"company": "Amazon", "data_type": "High"}, params, said) == ()
+
+
+def test_a_url_parameter_holds_only_what_reads_as_a_url() -> None:
+    """ "the queues for interface 'eth1' on node 'Node5'": ``url: "eth1"`` is said, but no URL."""
+    from tether.selection.grounded import Grounding, check_call
+
+    schema = {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}
+    said = Grounding.of("Can you retrieve the list of queues for interface 'eth1' on node 'Node5'?")
+    assert check_call({"url": "eth1"}, schema, said, "requests_get").unsaid == ("url",)
+    fetch = Grounding.of("Fetch https://api.example.com/queues and the page at example.org/about")
+    assert check_call({"url": "https://api.example.com/queues"}, schema, fetch, "requests_get").unsaid == ()
+    assert check_call({"url": "example.org/about"}, schema, fetch, "requests_get").unsaid == ()

@@ -21,6 +21,7 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
 * ``duplicate_dropped``: a call identical to an earlier call in the same reply;
 * ``duplicate_advanced``: such a repeat whose one listed value ("copper and aluminum") moved on to
   the list's next item no call used (``strict``);
+* ``duplicate_mixed``: a later call that only combines anew values earlier calls of the reply hold;
 * ``variant_merged``: a call that only reorders an earlier one's values, or differs from it only in
   optional values nobody said, merged into it (``strict``);
 * ``call_repeated``: a call identical to one of the previous turn whose result came back (``strict``);
@@ -73,6 +74,7 @@ KINDS: frozenset[str] = frozenset(
         "args_invalid",
         "duplicate_dropped",
         "duplicate_advanced",
+        "duplicate_mixed",
         "variant_merged",
         "args_grounded",
         "args_dropped",

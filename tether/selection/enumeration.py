@@ -65,15 +65,18 @@ _SEPARATOR = re.compile(r"\s*,\s*(?:(?:and|or|&)\s+)?(?:then\s+)?|\s+(?:and|or|&
 
 def listed_items(text: str) -> list[list[str]]:
     """The items of each list ``text`` makes, in order ("copper and aluminum" → copper, aluminum);
-    the first and last items cut as in :func:`enumerated_list`."""
+    the first and last items cut as in :func:`enumerated_list` ("Lakers and Bulls in seasons 2018
+    and 2020": two lists)."""
     out = []
-    for m in _LIST.finditer(text):
+    at = 0
+    while (m := _LIST.search(text, at)) is not None:
         middle = [p.strip() for p in m.group(2).split(",") if p.strip()]
         k = max((len(p.split()) for p in middle), default=1)
         first = m.group(1).split()[-k:]
-        last = m.group(3).split()[:k]
-        items = [" ".join(first), *middle, " ".join(last)]
+        last = list(_WORDS.finditer(m.group(3)))[:k]
+        items = [" ".join(first), *middle, " ".join(w.group() for w in last)]
         out.append([i.strip(_TRIM) for i in items if i.strip(_TRIM)])
+        at = m.start(3) + last[-1].end()  # the words after the cut last item may start another list
     return out
 
 

@@ -46,7 +46,15 @@ from typing import Any
 from tether.chat import Message
 from tether.grammar.datetimes import written_dates, written_times
 from tether.grammar.spans import number_spans
-from tether.schema_kinds import described_default, extractive_kind, identifier_words, name_parts, names_a_file
+from tether.schema_kinds import (
+    described_default,
+    extractive_kind,
+    identifier_words,
+    name_parts,
+    names_a_file,
+    names_a_url,
+    reads_as_url,
+)
 from tether.selection.clauses import file_mentions
 from tether.selection.doubled import doubled_keys
 from tether.selection.relevance import listed_choices, stem, weight
@@ -205,6 +213,8 @@ def _is_default(value: Any, default: str) -> bool:
 def _found(kind: str, value: Any, source: Grounding, tool: str, key: str) -> bool:
     if kind == "string" and _file_after_tool(value, source, tool, key):
         return False
+    if kind == "string" and names_a_url(key) and not reads_as_url(value):
+        return False  # "eth1" is no URL, however often the request says it
     if kind == "string" and identifier_words(key) is not None:
         return source.writes(value) and not echoes(value, tool, key)  # an id is copied, never composed
     if kind == "string":

@@ -289,3 +289,34 @@ def test_a_repeat_is_not_advanced_along_words_that_are_no_list_of_its_kind() -> 
     made = ToolCall("create_event", {"date": "2025-05-02", "title": "Design review"})
     guarded = run_guard_sync(guard_steps([made, made], events, PRESETS["strict"], plan))
     assert len(guarded.calls) == 1  # "invite" is a step, not a date
+
+
+def test_a_later_call_that_only_mixes_earlier_calls_values_is_dropped() -> None:
+    """After (dataset1, 10, 100) and (dataset2, 20, 200), (dataset1, 20, 200) adds nothing the
+    request says; a pairing of two lists' items ("Lakers and Bulls in 2018 and 2020") is meant."""
+    forest = _tool("train", dataset="string", max_depth="integer", n_estimators="integer")
+    ask = (
+        Message(
+            "user",
+            "Train on 'dataset1' and 'dataset2': the first run with depth 10 and 100 trees, the second "
+            "with depth 20 and 200 trees.",
+        ),
+    )
+    first = ToolCall("train", {"dataset": "dataset1", "max_depth": 10, "n_estimators": 100})
+    second = ToolCall("train", {"dataset": "dataset2", "max_depth": 20, "n_estimators": 200})
+    mix = ToolCall("train", {"dataset": "dataset1", "max_depth": 20, "n_estimators": 200})
+    guarded = run_guard_sync(guard_steps([first, second, mix], [forest], PRESETS["strict"], ask))
+    assert [c.arguments for c in guarded.calls] == [first.arguments, second.arguments]
+    assert [n.kind for n in guarded.interventions] == ["duplicate_mixed"]
+    new = ToolCall("train", {"dataset": "dataset1", "max_depth": 30, "n_estimators": 200})
+    guarded = run_guard_sync(guard_steps([first, second, new], [forest], PRESETS["strict"], ask))
+    assert len(guarded.calls) == 3  # 30 is no earlier call's value
+    seasons = _tool("win_rate", team="string", season="integer")
+    both = (Message("user", "The winning percentage of Lakers and Bulls in seasons 2018 and 2020"),)
+    calls = [
+        ToolCall("win_rate", {"team": "Lakers", "season": 2018}),
+        ToolCall("win_rate", {"team": "Bulls", "season": 2020}),
+        ToolCall("win_rate", {"team": "Lakers", "season": 2020}),
+    ]
+    guarded = run_guard_sync(guard_steps(calls, [seasons], PRESETS["strict"], both))
+    assert len(guarded.calls) == 3

@@ -13,7 +13,13 @@ offered tool's name, nor as common as "where" ("Buddhism and where" is no list o
 So is a call identical to one of the previous turn whose result came back without failing
 (:func:`~.context.answered_last_turn`): the result is already in the conversation, and a small
 model otherwise loops on it until its turns run out (a changed world in between, such as a read
-after an edit, is another turn). With ``merge_variants``, a call that only reorders an earlier
+after an edit, is another turn). A later call whose values earlier calls of the reply hold, spread over two or more of them,
+is dropped too (``duplicate_mixed``): after "the first run with depth 10 and 100 trees, the second
+with 20 and 200", ``(dataset1, 20, 200)`` is the model shuffling what it already wrote, with
+nothing the request adds. Not when two of its values are items of two lists the request makes
+("Lakers and Bulls in 2018 and 2020": each pairing is meant).
+
+With ``merge_variants``, a call that only reorders an earlier
 one's values or differs in optional values nobody said is merged into it
 (:func:`tether.guardrails.values.merge_variant`): the earlier entry is rewritten in place, and its
 earlier form stays seen, so a repeat of that is dropped too.
@@ -35,7 +41,7 @@ from tether.selection.enumeration import listed_items
 from tether.selection.grounded import echoes, is_number
 from tether.selection.relevance import weight
 
-__all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "merge_variants"]
+__all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "merge_variants", "mixed"]
 
 _CONTENT = 2.0  # a lowercase one-word item at least this rare is a value ("copper"), not "where"
 
@@ -142,6 +148,37 @@ def _same(value: object, item: str) -> bool:
     return False
 
 
+def mixed(call: ToolCall, ctx: GuardContext) -> bool:
+    """Whether ``call`` only combines anew values earlier calls of the reply hold (noted when
+    so; see the module doc)."""
+    history = ctx.history
+    earlier = [c.arguments for c, _ in ctx.checked if c.name == call.name]
+    if len(earlier) < 2 or not call.arguments or not history or history[-1].role != "user":
+        return False
+    props = ctx.by_name[call.name].parameters.get("properties") or {}
+    held = [{json.dumps(v, sort_keys=True) for v in e.values()} for e in earlier]
+    sources: list[set[int]] = []
+    for key, value in call.arguments.items():
+        holders = {i for i, values in enumerate(held) if json.dumps(value, sort_keys=True) in values}
+        if not holders:
+            return False  # a value no earlier call has: the request may well say it
+        schema = props.get(key)
+        choice = isinstance(value, bool) or (isinstance(schema, dict) and "enum" in schema)
+        if (is_number(value) or isinstance(value, str)) and not choice:
+            sources.append(holders)
+    if len(sources) < 2 or set.intersection(*sources):
+        return False  # one earlier call holds them all: a repeat or a variant, not a mix
+    walked = [
+        {k for k, v in call.arguments.items() if any(_same(v, x) for x in items)}
+        for items in listed_items(history[-1].content or "")
+    ]
+    if sum(len(keys) == 1 for keys in walked) >= 2:
+        return False  # a pairing of two lists' items, each list one parameter's
+    detail = f"call {len(ctx.checked)} only combines values earlier calls of the reply hold"
+    ctx.notes.append(Intervention("duplicate_mixed", detail, call.name, dict(call.arguments)))
+    return True
+
+
 def merge_variants(call: ToolCall, ctx: GuardContext) -> bool:
     """Whether ``call`` merged into an earlier call of the reply (rewritten in ``checked``)."""
     if not ctx.checked:
@@ -165,7 +202,7 @@ def duplicates(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     config = ctx.config
     if config.dedupe and (moved := advanced(call, ctx)) is not None:
         call = moved
-    if config.dedupe and (call_repeated(call, ctx) or dedupe(call, ctx)):
+    if config.dedupe and (call_repeated(call, ctx) or dedupe(call, ctx) or mixed(call, ctx)):
         return None
     if config.merge_variants and merge_variants(call, ctx):
         return None
