@@ -1,4 +1,5 @@
-"""Numbers where the request's words put them: two of a call's numbers swapped back.
+"""Numbers where the request's words put them: two of a call's numbers swapped back, and a number
+copied into a second call given the one the request labels alike.
 
 "Paint for a wall of 30 feet by 12 feet, with a brand that covers 400 square feet per gallon" →
 ``calculate_paint_needed(coverage_rate=12, length=30, height=400)``: the model found the request's
@@ -10,13 +11,19 @@ another, while a second number parameter holds the labelled one, gets it back, a
 its value in exchange. Only values the call already has trade places: nothing is added. An indexed
 parameter (``mass1``, ``mass2``) is never labelled, and a reply of several calls is left alone (the
 request's labels are spread over its calls).
+
+Across a reply's calls of one tool (:func:`unused_numbers`): "invested $5000 … 5 years ago … another
+investment he made 3 years ago where he invested $8000" → ``period_in_years: 3`` in both calls. A
+number the request says once, held at one parameter by two calls, belongs to one of them; when
+the request has exactly one number no call holds that is labelled like it (the same word right
+after it: "5 years", "3 years"), the call whose other values stand nearer that number takes it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tether.coercion import schema_types
@@ -25,7 +32,7 @@ from tether.schema_kinds import name_parts
 from tether.selection.grounded import is_number
 from tether.selection.relevance import stem, weight
 
-__all__ = ["labelled_swaps"]
+__all__ = ["labelled_swaps", "unused_numbers"]
 
 _WORD = re.compile(r"[^\W\d_]+")
 _BEFORE = 3  # words before a number that may label it ("covers 400", "a radius of 5")
@@ -101,3 +108,71 @@ def _same_word(word: str, label: str) -> bool:
     return stem(word) == stem(label) or (
         min(len(word), len(label)) >= _PREFIX and word[:_PREFIX] == label[:_PREFIX]
     )
+
+
+def unused_numbers(calls: Sequence[Mapping[str, Any]], request: str) -> dict[tuple[int, str], int | float]:
+    """For the calls of one tool (in reply order), the values to set, by (call index, parameter): the
+    request's unused, alike-labelled number for the call nearer to it (see the module doc)."""
+    text = request.encode()
+    numbers = _standalone(text)
+    held = {float(v) for c in calls for v in c.values() if is_number(v)}
+    unused = [(at, end, vs) for at, end, vs in numbers if not vs & held]
+    out: dict[tuple[int, str], int | float] = {}
+    last = len(calls) - 1
+    for key, value in calls[last].items():
+        if not is_number(value):
+            continue
+        said = [(at, end) for at, end, vs in numbers if float(value) in vs]
+        others = [
+            i for i in range(last) if is_number(calls[i].get(key)) and float(calls[i][key]) == float(value)
+        ]
+        if len(said) != 1 or len(others) != 1:
+            continue
+        label = _word_after(text, said[0][1])
+        alike = [(at, vs) for at, end, vs in unused if label and _word_after(text, end) == label]
+        if len(alike) != 1:
+            continue
+        at, readings = alike[0]
+        if len(readings) != 1:
+            continue  # "5%": 5 or 0.05, whichever the call's number is not
+        pair = (others[0], last)
+        near_new = min(pair, key=lambda i: _distance(calls[i], key, at, text, numbers))
+        near_old = min(pair, key=lambda i: _distance(calls[i], key, said[0][0], text, numbers))
+        if near_new != near_old:
+            (new,) = readings
+            out[(near_new, key)] = int(new) if new.is_integer() and isinstance(value, int) else new
+    return out
+
+
+def _standalone(text: bytes) -> list[tuple[int, int, frozenset[float]]]:
+    """The numbers ``text`` writes on their own (not inside a word: "dataset1"), each with its
+    readings ("5%": 5 and 0.05)."""
+    found: dict[int, tuple[int, set[float]]] = {}
+    for a, b, written in number_spans(text):
+        if a > 0 and re.match(rb"[A-Za-z_]", text[a - 1 : a]):
+            continue
+        end, readings = found.setdefault(a, (b, set()))
+        readings.add(float(json.loads(written)))
+        found[a] = (max(end, b), readings)
+    return [(a, b, frozenset(vs)) for a, (b, vs) in sorted(found.items())]
+
+
+def _word_after(text: bytes, end: int) -> str | None:
+    words = _WORD.findall(text[end : end + 24].decode(errors="ignore"))
+    return words[0].lower() if words else None
+
+
+def _distance(
+    call: Mapping[str, Any], key: str, at: int, text: bytes, numbers: list[tuple[int, int, frozenset[float]]]
+) -> int:
+    """How far ``call``'s other values stand from position ``at`` of the request, at the nearest."""
+    places = [
+        a for a, _, vs in numbers for k, v in call.items() if k != key and is_number(v) and float(v) in vs
+    ]
+    places += [
+        m.start()
+        for k, v in call.items()
+        if k != key and isinstance(v, str) and v.strip()
+        for m in re.finditer(re.escape(v.strip().encode()), text, re.I)
+    ]
+    return min((abs(p - at) for p in places), default=len(text))

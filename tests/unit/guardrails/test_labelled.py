@@ -5,7 +5,7 @@ from __future__ import annotations
 from tether.calls import ToolCall
 from tether.chat import Message
 from tether.grammar.formats.base import ToolSpec
-from tether.guardrails.labelled import labelled_swaps
+from tether.guardrails.labelled import labelled_swaps, unused_numbers
 from tether.guardrails.pipeline import guard_steps, run_guard_sync
 from tether.guardrails.presets import PRESETS
 
@@ -77,3 +77,24 @@ def test_indexed_parameters_and_replies_of_several_calls_are_left_alone() -> Non
     asked = "Air at a temperature of 25°C heated to 100°C"
     args = {"initial_temperature": 25, "final_temperature": 100, "initial_pressure": 25}
     assert labelled_swaps(args, heat, asked) == {}
+
+
+CAGR = (
+    "John invested $5000 in a mutual fund 5 years ago. Today, the value of his investment has grown to "
+    "$7000. He wants to compare this with another investment he made 3 years ago where he invested $8000 "
+    "and now it's worth $12000."
+)
+
+
+def test_a_number_copied_into_a_second_call_gives_way_to_the_unused_one_labelled_alike() -> None:
+    """3 years for both investments: the first, nearer "5 years", takes 5; a call list with no
+    unused number labelled alike, or one where the copy is said twice, is left alone."""
+    first = {"initial_value": 5000, "final_value": 7000, "period_in_years": 3}
+    second = {"initial_value": 8000, "final_value": 12000, "period_in_years": 3}
+    assert unused_numbers([first, second], CAGR) == {(0, "period_in_years"): 5}
+    assert unused_numbers([{**first, "period_in_years": 5}, second], CAGR) == {}
+    assert unused_numbers([first, second], CAGR.replace("5 years ago", "five decades back")) == {}
+    twice = "Rates of 3 years: $5000 grown to $7000 in 3 years, and $8000 to $12000 in 3 years."
+    assert unused_numbers([first, second], twice) == {}
+    numbered = "Train 'dataset1' to depth 10, then 'dataset2' to depth 10 as well."
+    assert unused_numbers([{"dataset": "dataset1", "depth": 10}, {"dataset": "dataset2", "depth": 10}], numbered) == {}

@@ -320,3 +320,21 @@ def test_a_later_call_that_only_mixes_earlier_calls_values_is_dropped() -> None:
     ]
     guarded = run_guard_sync(guard_steps(calls, [seasons], PRESETS["strict"], both))
     assert len(guarded.calls) == 3
+
+
+def test_an_earlier_call_takes_the_unused_number_nearer_its_values() -> None:
+    """ "5 years ago … 3 years ago", both calls with 3: the first call is rewritten in place."""
+    cagr = _tool("cagr", initial="integer", final="integer", years="integer")
+    ask = (
+        Message(
+            "user",
+            "He invested $5000 5 years ago, now worth $7000; and $8000 3 years ago, now worth $12000.",
+        ),
+    )
+    calls = [
+        ToolCall("cagr", {"initial": 5000, "final": 7000, "years": 3}),
+        ToolCall("cagr", {"initial": 8000, "final": 12000, "years": 3}),
+    ]
+    guarded = run_guard_sync(guard_steps(calls, [cagr], PRESETS["strict"], ask))
+    assert [c.arguments["years"] for c in guarded.calls] == [5, 3]
+    assert [n.kind for n in guarded.interventions] == ["args_reshaped"]

@@ -168,9 +168,16 @@ def mixed(call: ToolCall, ctx: GuardContext) -> bool:
             sources.append(holders)
     if len(sources) < 2 or set.intersection(*sources):
         return False  # one earlier call holds them all: a repeat or a variant, not a mix
-    walked = [
+    tool = ctx.by_name[call.name]
+    walked = [  # the parameters whose values walk each list of items alike ("2018 and 2020")
         {k for k, v in call.arguments.items() if any(_same(v, x) for x in items)}
         for items in listed_items(history[-1].content or "")
+        if all(
+            _alike(v, x, tool)
+            for v in call.arguments.values()
+            if any(_same(v, y) for y in items)
+            for x in items
+        )
     ]
     if sum(len(keys) == 1 for keys in walked) >= 2:
         return False  # a pairing of two lists' items, each list one parameter's

@@ -9,7 +9,8 @@ states as today (:func:`tether.grammar.datetimes.meant_day`), "California" to a 
 "London 2022/08/16" beside a date parameter's "2022/08/16" is "London"; an object parameter holding
 its own schema echoed takes the one object the request writes; two numbers dealt to each other's
 parameters trade back where the request labels them ("covers 400" for ``coverage_rate``,
-:mod:`tether.guardrails.labelled`).
+:mod:`tether.guardrails.labelled`); of two calls holding a number said once, the one nearer the
+request's one unused number labelled alike ("5 years ago", "3 years ago") takes that.
 Noted as ``args_reshaped``; a value already in shape, or one that does not read as the shape, is
 left as the model wrote it.
 """
@@ -23,10 +24,10 @@ from tether.calls import ToolCall
 from tether.chat import Message
 from tether.grammar.datetimes import meant_day
 from tether.guardrails.interventions import Intervention
-from tether.guardrails.labelled import labelled_swaps
+from tether.guardrails.labelled import labelled_swaps, unused_numbers
 from tether.guardrails.said_values import apart, ordered_pairs, whole_commands, written_objects
 from tether.guardrails.shapes import redated, reshape, said_year, wanted_shape
-from tether.guardrails.steps.context import GuardContext, never_asks
+from tether.guardrails.steps.context import GuardContext, call_key, never_asks
 from tether.selection.decision import request_text
 
 __all__ = ["shapes"]
@@ -59,14 +60,40 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     changed |= ordered_pairs({**call.arguments, **changed}, props, request)
     changed |= whole_commands({**call.arguments, **changed}, props, request)
     changed |= written_objects(call.arguments, props, request)
-    if ctx.lone and ctx.history and ctx.history[-1].role == "user":  # one call for a fresh ask
+    fresh = bool(ctx.history) and ctx.history[-1].role == "user"
+    if ctx.lone and fresh:  # one call for a fresh ask
         changed |= labelled_swaps({**call.arguments, **changed}, props, request)
+    elif fresh:
+        changed |= _spread({**call.arguments, **changed}, call.name, ctx, request)
     if not changed:
         return call
     after = {**call.arguments, **changed}
     detail = ", ".join(f"{k}: {call.arguments[k]!r} -> {v!r}" for k, v in changed.items())
     ctx.notes.append(Intervention("args_reshaped", detail, call.name, dict(call.arguments), after))
     return call.with_repairs("args_reshaped", arguments=after)
+
+
+def _spread(arguments: dict[str, Any], name: str, ctx: GuardContext, request: str) -> dict[str, Any]:
+    """The request's unused number for this call, or for the earlier call of the tool that holds the
+    same number (:func:`tether.guardrails.labelled.unused_numbers`; the earlier call is rewritten in
+    place, as a merged variant is)."""
+    at = [i for i, (c, _) in enumerate(ctx.checked) if c.name == name]
+    moves = unused_numbers([*(ctx.checked[i][0].arguments for i in at), arguments], request)
+    mine: dict[str, Any] = {}
+    for (index, key), value in moves.items():
+        if index == len(at):
+            mine[key] = value
+            continue
+        earlier, verdict = ctx.checked[at[index]]
+        fixed = earlier.with_repairs("args_reshaped", arguments={**earlier.arguments, key: value})
+        detail = f"{key}: {earlier.arguments[key]!r} -> {value!r} (the number labelled alike no call held)"
+        ctx.notes.append(
+            Intervention("args_reshaped", detail, name, dict(earlier.arguments), dict(fixed.arguments))
+        )
+        ctx.seen.pop(call_key(earlier), None)
+        ctx.seen[call_key(fixed)] = at[index]
+        ctx.checked[at[index]] = (fixed, verdict)
+    return mine
 
 
 def _system_text(history: Sequence[Message]) -> str:
