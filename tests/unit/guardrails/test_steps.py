@@ -338,3 +338,14 @@ def test_an_earlier_call_takes_the_unused_number_nearer_its_values() -> None:
     guarded = run_guard_sync(guard_steps(calls, [cagr], PRESETS["strict"], ask))
     assert [c.arguments["years"] for c in guarded.calls] == [5, 3]
     assert [n.kind for n in guarded.interventions] == ["args_reshaped"]
+
+
+def test_a_repeat_takes_the_other_value_of_a_flag_the_request_says_both_ways() -> None:
+    entropy = _tool("entropy_change", initial="integer", isothermal="boolean")
+    ask = (Message("user", "From 300 K; the process is isothermal. What if the process is not isothermal?"),)
+    call = ToolCall("entropy_change", {"initial": 300, "isothermal": True})
+    guarded = run_guard_sync(guard_steps([call, call], [entropy], PRESETS["strict"], ask))
+    assert [c.arguments["isothermal"] for c in guarded.calls] == [True, False]
+    plain = (Message("user", "From 300 K; the process is isothermal."),)
+    guarded = run_guard_sync(guard_steps([call, call], [entropy], PRESETS["strict"], plain))
+    assert len(guarded.calls) == 1

@@ -8,7 +8,9 @@ next item and copied the last call; and so on for each item left (the repeat end
 list, which was short of them). Every item of the list must be of the value's kind: a number,
 or a string written alike (capitals, letters or none) that is neither the schema's own words, an
 offered tool's name, nor as common as "where" ("Buddhism and where" is no list of religions, "on
-2025-05-02 and invite Bob" no list of dates).
+2025-05-02 and invite Bob" no list of dates). A repeat with no list to walk whose one boolean the
+request says both ways ("the process is isothermal … what if it is not isothermal") takes the
+other value.
 
 So is a call identical to one of the previous turn whose result came back without failing
 (:func:`~.context.answered_last_turn`): the result is already in the conversation, and a small
@@ -36,6 +38,7 @@ from tether.grammar.spans import is_written_number
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, call_key, never_asks
 from tether.guardrails.values import merge_variant
+from tether.schema_kinds import name_words
 from tether.selection.decision import request_text
 from tether.selection.enumeration import listed_items
 from tether.selection.grounded import echoes, is_number
@@ -84,7 +87,7 @@ def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
         if _same(value, item)
     ]
     if len(found) != 1:
-        return None
+        return _flipped(call, ctx)
     key, items, _ = found[0]
     value = call.arguments[key]
     tool = ctx.by_name[call.name]
@@ -116,6 +119,40 @@ def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
         Intervention("duplicate_advanced", detail, call.name, dict(call.arguments), moved.arguments)
     )
     return moved
+
+
+_NEGATION = r"(?:not|no|non-?|without|isn't|aren't|doesn't|don't)\s+(?:\w+\s+)?"
+
+
+def _flipped(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
+    """A repeat with its one boolean the request says both ways ("the process is isothermal … what
+    if it is not isothermal") set the other way; None when there is no such flag."""
+    request = (ctx.history[-1].content or "").lower()
+    flags = [
+        key
+        for key, value in call.arguments.items()
+        if isinstance(value, bool) and any(_both_ways(w, request) for w in name_words(key))
+    ]
+    if len(flags) != 1:
+        return None
+    key = flags[0]
+    moved = call.with_repairs(
+        "duplicate_advanced", arguments={**call.arguments, key: not call.arguments[key]}
+    )
+    if call_key(moved) in ctx.seen:
+        return None
+    detail = f"call {len(ctx.checked)} repeats call {ctx.seen[call_key(call)]}: {key} the other way, as the request says it"
+    ctx.notes.append(
+        Intervention("duplicate_advanced", detail, call.name, dict(call.arguments), moved.arguments)
+    )
+    ctx.lone = False
+    return moved
+
+
+def _both_ways(word: str, text: str) -> bool:
+    """Whether ``text`` says ``word`` (a flag's name word) both plainly and negated."""
+    negated = len(re.findall(rf"\b{_NEGATION}{re.escape(word)}\b", text))
+    return negated > 0 and len(re.findall(rf"\b{re.escape(word)}\b", text)) > negated
 
 
 def _alike(value: object, item: str, tool: ToolSpec) -> bool:
