@@ -32,7 +32,8 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
    a fresh user ask gets the ``enum`` arguments the request names word for word and the model left
    out ("with pediatrics department" → ``department: "Pediatrics"``;
    :func:`tether.selection.relevance.mentioned_choices`), and a single choice nobody named gives
-   way to the one the request names.
+   way to the one the request names; every call of a fresh ask keeps only the items of an array of
+   ``enum`` items the request names, where it names some (:mod:`tether.selection.named_items`).
 
 A step returns the call (possibly changed), or None to drop it; it may also settle the call
 (:meth:`~tether.guardrails.steps.context.GuardContext.settle`), which keeps it as it stands and
