@@ -10,7 +10,9 @@ states as today (:func:`tether.grammar.datetimes.meant_day`), "California" to a 
 its own schema echoed takes the one object the request writes; two numbers dealt to each other's
 parameters trade back where the request labels them ("covers 400" for ``coverage_rate``,
 :mod:`tether.guardrails.labelled`); of two calls holding a number said once, the one nearer the
-request's one unused number labelled alike ("5 years ago", "3 years ago") takes that.
+request's one unused number labelled alike ("5 years ago", "3 years ago") takes that; a number the
+request writes with a metric prefix goes in the unit the description names ("50mH" for an
+inductance in henries is 0.05, :mod:`tether.guardrails.prefixed`).
 Noted as ``args_reshaped``; a value already in shape, or one that does not read as the shape, is
 left as the model wrote it.
 """
@@ -25,6 +27,7 @@ from tether.chat import Message
 from tether.grammar.datetimes import meant_day
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.labelled import labelled_swaps, unused_numbers
+from tether.guardrails.prefixed import in_named_units
 from tether.guardrails.said_values import apart, ordered_pairs, whole_commands, written_objects
 from tether.guardrails.shapes import redated, reshape, said_year, wanted_shape
 from tether.guardrails.steps.context import GuardContext, call_key, never_asks
@@ -60,6 +63,7 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     changed |= ordered_pairs({**call.arguments, **changed}, props, request)
     changed |= whole_commands({**call.arguments, **changed}, props, request)
     changed |= written_objects(call.arguments, props, request)
+    changed |= in_named_units({**call.arguments, **changed}, props, request)
     fresh = bool(ctx.history) and ctx.history[-1].role == "user"
     if ctx.lone and fresh:  # one call for a fresh ask
         changed |= labelled_swaps({**call.arguments, **changed}, props, request)

@@ -1,0 +1,31 @@
+"""Numbers written with a metric prefix, in the unit their parameter names."""
+
+from __future__ import annotations
+
+from tether.guardrails.prefixed import in_named_units
+
+LC = {
+    "inductance": {"type": "number", "description": "The inductance (L) in henries (H)."},
+    "capacitance": {"type": "number", "description": "The capacitance (C) in farads (F)."},
+}
+
+
+def test_a_prefixed_quantity_goes_in_the_unit_the_description_names() -> None:
+    ask = "The resonant frequency of an LC circuit given capacitance of 100µF and inductance of 50mH."
+    assert in_named_units({"inductance": 50, "capacitance": 100}, LC, ask) == {
+        "inductance": 0.05,
+        "capacitance": 0.0001,
+    }
+    assert in_named_units({"inductance": 0.05, "capacitance": 0.0001}, LC, ask) == {}
+    far = {"distance": {"type": "number", "description": "Distance in meters."}}
+    assert in_named_units({"distance": 5}, far, "How long to walk 5 km?") == {"distance": 5000.0}
+
+
+def test_a_prefixed_unit_named_by_the_description_or_a_time_of_day_is_left_alone() -> None:
+    bmi = {
+        "weight": {"type": "integer", "description": "Weight of the person in kilograms."},
+        "height": {"type": "integer", "description": "Height of the person in centimeters."},
+    }
+    assert in_named_units({"weight": 70, "height": 175}, bmi, "BMI for 70kg and 175cm tall") == {}
+    clock = {"time": {"type": "number", "description": "Time in seconds."}}
+    assert in_named_units({"time": 5}, clock, "the show at 5 pm, 5 min long") == {}
