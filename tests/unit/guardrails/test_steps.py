@@ -349,3 +349,25 @@ def test_a_repeat_takes_the_other_value_of_a_flag_the_request_says_both_ways() -
     plain = (Message("user", "From 300 K; the process is isothermal."),)
     guarded = run_guard_sync(guard_steps([call, call], [entropy], PRESETS["strict"], plain))
     assert len(guarded.calls) == 1
+
+
+def test_a_later_call_that_changes_one_value_to_a_guess_is_dropped() -> None:
+    """ "a rental": ``intent: "rent"`` then the same call with ``"buy"``, which nobody said; a start
+    that is one of the call's own stops. A value the request says ("Paris and Lyon") is a new call."""
+    homes = _tool("find_home", area="string", intent="string", beds="integer")
+    ask = (Message("user", "A rental in Austin with two bedrooms."),)
+    rent = ToolCall("find_home", {"area": "Austin", "intent": "rent", "beds": 2})
+    buy = ToolCall("find_home", {"area": "Austin", "intent": "buy", "beds": 2})
+    guarded = run_guard_sync(guard_steps([rent, buy], [homes], PRESETS["strict"], ask))
+    assert [c.arguments["intent"] for c in guarded.calls] == ["rent"]
+    route = _tool("route", start="string", end="string", stops="array")
+    trip = (Message("user", "From San Francisco to Los Angeles with stops at Santa Barbara and Monterey."),)
+    stops = ["Santa Barbara", "Monterey"]
+    first = ToolCall("route", {"start": "San Francisco", "end": "Los Angeles", "stops": stops})
+    again = ToolCall("route", {"start": "Santa Barbara", "end": "Los Angeles", "stops": stops})
+    guarded = run_guard_sync(guard_steps([first, again], [route], PRESETS["strict"], trip))
+    assert [c.arguments["start"] for c in guarded.calls] == ["San Francisco"]
+    weather = _tool("weather", city="string")
+    both = (Message("user", "The weather in Paris and in Lyon"),)
+    calls = [ToolCall("weather", {"city": "Paris"}), ToolCall("weather", {"city": "Lyon"})]
+    assert len(run_guard_sync(guard_steps(calls, [weather], PRESETS["strict"], both)).calls) == 2

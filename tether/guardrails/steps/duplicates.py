@@ -24,7 +24,10 @@ nothing the request adds. Not when two of its values are items of two lists the 
 With ``merge_variants``, a call that only reorders an earlier
 one's values or differs in optional values nobody said is merged into it
 (:func:`tether.guardrails.values.merge_variant`): the earlier entry is rewritten in place, and its
-earlier form stays seen, so a repeat of that is dropped too.
+earlier form stays seen, so a repeat of that is dropped too. So is a call that differs from an earlier one in one value
+only, which nobody said while the earlier one's is said ("a rental", ``intent: "rent"`` then
+``"buy"``), or which another of its own parameters holds (``start_location`` one of its ``stops``):
+a guess beside the call the request asked for.
 """
 
 from __future__ import annotations
@@ -41,10 +44,10 @@ from tether.guardrails.values import merge_variant
 from tether.schema_kinds import name_words
 from tether.selection.decision import request_text
 from tether.selection.enumeration import listed_items
-from tether.selection.grounded import echoes, is_number
+from tether.selection.grounded import echoes, is_number, said
 from tether.selection.relevance import weight
 
-__all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "merge_variants", "mixed"]
+__all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "guessed", "merge_variants", "mixed"]
 
 _CONTENT = 2.0  # a lowercase one-word item at least this rare is a value ("copper"), not "where"
 
@@ -223,6 +226,29 @@ def mixed(call: ToolCall, ctx: GuardContext) -> bool:
     return True
 
 
+def guessed(call: ToolCall, ctx: GuardContext) -> bool:
+    """Whether ``call`` differs from an earlier call of its tool in the reply in one value only,
+    which nobody said while the earlier one's is said, or which another of its own parameters holds
+    (noted when so): a guess beside the call the request asked for."""
+    for at, (other, _) in enumerate(ctx.checked):
+        if other.name != call.name or set(other.arguments) != set(call.arguments):
+            continue
+        diff = [k for k, v in call.arguments.items() if other.arguments[k] != v]
+        if len(diff) != 1:
+            continue
+        key = diff[0]
+        mine, theirs = call.arguments[key], other.arguments[key]
+        if isinstance(mine, bool | dict | list) or isinstance(theirs, bool | dict | list):
+            continue
+        rest = [v for k, v in call.arguments.items() if k != key]
+        unsaid = not said(mine, ctx.spoken) and said(theirs, ctx.spoken)
+        if unsaid or any(mine == v or (isinstance(v, list) and mine in v) for v in rest):
+            detail = f"call {len(ctx.checked)} differs from call {at} only in {key}, a guess"
+            ctx.notes.append(Intervention("variant_merged", detail, call.name, dict(call.arguments)))
+            return True
+    return False
+
+
 def merge_variants(call: ToolCall, ctx: GuardContext) -> bool:
     """Whether ``call`` merged into an earlier call of the reply (rewritten in ``checked``)."""
     if not ctx.checked:
@@ -248,7 +274,7 @@ def duplicates(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
         call = moved
     if config.dedupe and (call_repeated(call, ctx) or dedupe(call, ctx) or mixed(call, ctx)):
         return None
-    if config.merge_variants and merge_variants(call, ctx):
+    if config.merge_variants and (merge_variants(call, ctx) or guessed(call, ctx)):
         return None
     if config.dedupe:
         ctx.seen[call_key(call)] = len(ctx.checked)
