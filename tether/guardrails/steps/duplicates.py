@@ -15,19 +15,19 @@ other value.
 So is a call identical to one of the previous turn whose result came back without failing
 (:func:`~.context.answered_last_turn`): the result is already in the conversation, and a small
 model otherwise loops on it until its turns run out (a changed world in between, such as a read
-after an edit, is another turn). A later call whose values earlier calls of the reply hold, spread over two or more of them,
-is dropped too (``duplicate_mixed``): after "the first run with depth 10 and 100 trees, the second
-with 20 and 200", ``(dataset1, 20, 200)`` is the model shuffling what it already wrote, with
-nothing the request adds. Not when two of its values are items of two lists the request makes
-("Lakers and Bulls in 2018 and 2020": each pairing is meant).
+after an edit, is another turn). A later call whose values earlier calls of the reply hold,
+spread over two or more of them, is dropped too (``duplicate_mixed``): after "the first run with
+depth 10 and 100 trees, the second with 20 and 200", ``(dataset1, 20, 200)`` is the model
+shuffling what it already wrote, with nothing the request adds. Not when two of its values are
+items of two lists the request makes ("Lakers and Bulls in 2018 and 2020": each pairing is meant).
 
-With ``merge_variants``, a call that only reorders an earlier
-one's values or differs in optional values nobody said is merged into it
-(:func:`tether.guardrails.values.merge_variant`): the earlier entry is rewritten in place, and its
-earlier form stays seen, so a repeat of that is dropped too. So is a call that differs from an earlier one in one value
-only, which nobody said while the earlier one's is said ("a rental", ``intent: "rent"`` then
-``"buy"``), or which another of its own parameters holds (``start_location`` one of its ``stops``):
-a guess beside the call the request asked for.
+With ``merge_variants``, a call that only reorders an earlier one's values or differs in optional
+values nobody said is merged into it (:func:`tether.guardrails.values.merge_variant`): the earlier
+entry is rewritten in place, and its earlier form stays seen, so a repeat of that is dropped too.
+So is a call that differs from an earlier one in one value only, which nobody said while the
+earlier one's is said ("a rental", ``intent: "rent"`` then ``"buy"``), or which another of its own
+parameters holds (``start_location`` one of its ``stops``): a guess beside the call the request
+asked for.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ def _flipped(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     )
     if call_key(moved) in ctx.seen:
         return None
-    detail = f"call {len(ctx.checked)} repeats call {ctx.seen[call_key(call)]}: {key} the other way, as the request says it"
+    at = ctx.seen[call_key(call)]
+    detail = f"call {len(ctx.checked)} repeats call {at}: {key} the other way, as the request says it"
     ctx.notes.append(
         Intervention("duplicate_advanced", detail, call.name, dict(call.arguments), moved.arguments)
     )
