@@ -107,8 +107,9 @@ def names_a_place(name: str) -> bool:
 
 
 _URL_WORDS = frozenset({"url", "uri", "endpoint"})
-# a scheme's address, a path, or a host name with a dot ("api.example.com/v1", "localhost:8080")
-_URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+|/\S*|(?:localhost|[\w-]+(?:\.[\w-]+)+)(?::\d+)?(?:/\S*)?", re.I)
+# something an address is written with: a scheme, a path, a host's dot or port ("users/list",
+# "example.com?page=2", "localhost"); "eth1" and "n 12" have none
+_URL = re.compile(r"\S*[/.:]\S*|localhost", re.I)
 
 
 def names_a_url(name: str) -> bool:

@@ -541,3 +541,6 @@ def test_a_url_parameter_holds_only_what_reads_as_a_url() -> None:
     fetch = Grounding.of("Fetch https://api.example.com/queues and the page at example.org/about")
     assert check_call({"url": "https://api.example.com/queues"}, schema, fetch, "requests_get").unsaid == ()
     assert check_call({"url": "example.org/about"}, schema, fetch, "requests_get").unsaid == ()
+    endpoint = Grounding.of("Call the users/list endpoint, then page two at example.com?page=2")
+    assert check_call({"url": "users/list"}, schema, endpoint, "requests_get").unsaid == ()
+    assert check_call({"url": "example.com?page=2"}, schema, endpoint, "requests_get").unsaid == ()

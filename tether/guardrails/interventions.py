@@ -23,7 +23,8 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
   the list's next item no call used (``strict``);
 * ``duplicate_mixed``: a later call that only combines anew values earlier calls of the reply hold;
 * ``variant_merged``: a call that only reorders an earlier one's values, or differs from it only in
-  optional values nobody said, merged into it (``strict``);
+  optional values nobody said, merged into it (``strict``); or one that changes one value of an
+  earlier call to a guess, dropped;
 * ``call_repeated``: a call identical to one of the previous turn whose result came back (``strict``);
 * ``call_abstained``: a call whose values the conversation lacks was not made (``strict``,
   ``tool_choice: auto``, a fresh ask): a wrong guess is worse than no guess;

@@ -88,7 +88,8 @@ def _neighbours(request: str) -> list[tuple[int, float, list[str]]]:
         start = max((e for _, e, _ in spans if e <= a), default=0)
         before = _WORD.findall(text[start:a].decode(errors="ignore"))[-_BEFORE:]
         after = _WORD.findall(text[b:].decode(errors="ignore"))[:1]
-        out.append((a, float(json.loads(written)), [w.lower() for w in (*before, *after)]))
+        if (number := _float(written)) is not None:
+            out.append((a, number, [w.lower() for w in (*before, *after)]))
     return out
 
 
@@ -138,10 +139,29 @@ def unused_numbers(calls: Sequence[Mapping[str, Any]], request: str) -> dict[tup
         pair = (others[0], last)
         near_new = min(pair, key=lambda i: _distance(calls[i], key, at, text, numbers))
         near_old = min(pair, key=lambda i: _distance(calls[i], key, said[0][0], text, numbers))
-        if near_new != near_old:
+        if near_new != near_old and _same_sentence(text, at, calls[near_new], key, numbers):
             (new,) = readings
             out[(near_new, key)] = int(new) if new.is_integer() and isinstance(value, int) else new
     return out
+
+
+def _float(written: bytes) -> float | None:
+    """A number as JSON writes it, as a float; None past a float's range (a 400-digit number)."""
+    try:
+        return float(json.loads(written))
+    except (OverflowError, ValueError):
+        return None
+
+
+def _same_sentence(
+    text: bytes, at: int, call: Mapping[str, Any], key: str, numbers: list[tuple[int, int, frozenset[float]]]
+) -> bool:
+    """Whether ``call`` has another value in the sentence of position ``at`` ("My trip lasts 10
+    days." is no sentence about the dogs' calls)."""
+    starts = [0, *(m.end() for m in re.finditer(rb"[.?!](?:\s|$)", text))]
+    start = max(p for p in starts if p <= at)
+    end = min((p for p in starts if p > at), default=len(text))
+    return any(start <= p < end for p in _places(call, key, text, numbers))
 
 
 def _standalone(text: bytes) -> list[tuple[int, int, frozenset[float]]]:
@@ -151,8 +171,10 @@ def _standalone(text: bytes) -> list[tuple[int, int, frozenset[float]]]:
     for a, b, written in number_spans(text):
         if a > 0 and re.match(rb"[A-Za-z_]", text[a - 1 : a]):
             continue
+        if (number := _float(written)) is None:
+            continue
         end, readings = found.setdefault(a, (b, set()))
-        readings.add(float(json.loads(written)))
+        readings.add(number)
         found[a] = (max(end, b), readings)
     return [(a, b, frozenset(vs)) for a, (b, vs) in sorted(found.items())]
 
@@ -166,6 +188,13 @@ def _distance(
     call: Mapping[str, Any], key: str, at: int, text: bytes, numbers: list[tuple[int, int, frozenset[float]]]
 ) -> int:
     """How far ``call``'s other values stand from position ``at`` of the request, at the nearest."""
+    return min((abs(p - at) for p in _places(call, key, text, numbers)), default=len(text))
+
+
+def _places(
+    call: Mapping[str, Any], key: str, text: bytes, numbers: list[tuple[int, int, frozenset[float]]]
+) -> list[int]:
+    """Where the request writes ``call``'s values other than ``key``'s."""
     places = [
         a for a, _, vs in numbers for k, v in call.items() if k != key and is_number(v) and float(v) in vs
     ]
@@ -175,4 +204,4 @@ def _distance(
         if k != key and isinstance(v, str) and v.strip()
         for m in re.finditer(re.escape(v.strip().encode()), text, re.I)
     ]
-    return min((abs(p - at) for p in places), default=len(text))
+    return places

@@ -22,18 +22,19 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
    parameter asks for: a date as ``YYYY-MM-DD`` (``format: date`` or the description's words), a US
    state as its code (``shape_values``, :mod:`tether.guardrails.shapes`); a from/to pair in the
    request's order and a command the request gives, whole (:mod:`tether.guardrails.said_values`);
+   an array of ``enum`` items cut to those a fresh ask names (:mod:`tether.selection.named_items`);
 6. **duplicates** (:mod:`~tether.guardrails.steps.duplicates`) — an identical call later in the
    same reply is dropped, and (``end_loops``) so is a call identical to one of the previous turn's
    whose result came back without failing: the result is already in the conversation, and a small
    model otherwise loops on it until its turns run out (a changed world in between, such as a read
    after an edit, is another turn); a call that only reorders an earlier one's values or differs in
-   optional values nobody said is merged into it (``merge_variants``);
+   optional values nobody said is merged into it (``merge_variants``), and one that only mixes
+   earlier calls' values, or changes one of them to a guess, is dropped;
 7. **mentioned options** (:mod:`~tether.guardrails.steps.mentioned`) — the lone call of a reply to
    a fresh user ask gets the ``enum`` arguments the request names word for word and the model left
    out ("with pediatrics department" → ``department: "Pediatrics"``;
    :func:`tether.selection.relevance.mentioned_choices`), and a single choice nobody named gives
-   way to the one the request names; every call of a fresh ask keeps only the items of an array of
-   ``enum`` items the request names, where it names some (:mod:`tether.selection.named_items`).
+   way to the one the request names.
 
 A step returns the call (possibly changed), or None to drop it; it may also settle the call
 (:meth:`~tether.guardrails.steps.context.GuardContext.settle`), which keeps it as it stands and

@@ -51,6 +51,8 @@ def unnamed_items(
 
 def _named(item: str, said: list[str]) -> bool:
     words = _WORD.findall(item.lower())
+    if len(words) > 1 and "".join(words) in said:
+        return True  # "wifi" for "Wi-Fi"
     hits = [any(_same(w, s) for s in said) for w in words]
     return bool(words) and (
         all(hits) or any(h and weight(w) >= _RARE for w, h in zip(words, hits, strict=True))

@@ -98,3 +98,12 @@ def test_a_number_copied_into_a_second_call_gives_way_to_the_unused_one_labelled
     assert unused_numbers([first, second], twice) == {}
     numbered = "Train 'dataset1' to depth 10, then 'dataset2' to depth 10 as well."
     assert unused_numbers([{"dataset": "dataset1", "depth": 10}, {"dataset": "dataset2", "depth": 10}], numbered) == {}
+
+
+def test_an_unused_number_in_a_sentence_about_no_call_or_past_a_floats_range_stays_unused() -> None:
+    dogs = "My trip lasts 10 days. Calculate the food for a 4 kg dog and a 6 kg dog, each for 7 days."
+    calls = [{"weight": 4, "days": 7}, {"weight": 6, "days": 7}]
+    assert unused_numbers(calls, dogs) == {}
+    huge = "Rates of " + "9" * 400 + " years: 5 years ago and 3 years ago."
+    assert unused_numbers([{"years": 3}, {"years": 3}], huge) == {}
+    assert labelled_swaps({"coverage_rate": 12, "height": 400}, PAINT, "9" * 400 + WALL) is not None

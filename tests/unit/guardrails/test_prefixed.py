@@ -29,3 +29,16 @@ def test_a_prefixed_unit_named_by_the_description_or_a_time_of_day_is_left_alone
     assert in_named_units({"weight": 70, "height": 175}, bmi, "BMI for 70kg and 175cm tall") == {}
     clock = {"time": {"type": "number", "description": "Time in seconds."}}
     assert in_named_units({"time": 5}, clock, "the show at 5 pm, 5 min long") == {}
+
+
+def test_a_number_written_twice_a_rate_or_a_longer_word_is_not_converted() -> None:
+    coil = {"inductance": {"type": "number", "description": "The inductance in henries."}}
+    twice = "The energy in a 5 H inductor and in a 5 mH inductor"
+    assert in_named_units({"inductance": 5}, coil, twice) == {}
+    line = {"voltage": {"type": "number", "description": "Voltage in kilovolts."}}
+    assert in_named_units({"voltage": 10}, line, "a 10 kV line") == {}
+    speed = {"speed": {"type": "number", "description": "Velocity in meters per second."}}
+    assert in_named_units({"speed": 90}, speed, "a car at 90 km/h") == {}
+    count = {"grams": {"type": "integer", "description": "Mass in grams."}}
+    assert in_named_units({"grams": 2}, count, "2 kg of flour") == {"grams": 2000}
+    assert in_named_units({"grams": 5}, count, "5 mg of salt") == {}

@@ -371,3 +371,31 @@ def test_a_later_call_that_changes_one_value_to_a_guess_is_dropped() -> None:
     both = (Message("user", "The weather in Paris and in Lyon"),)
     calls = [ToolCall("weather", {"city": "Paris"}), ToolCall("weather", {"city": "Lyon"})]
     assert len(run_guard_sync(guard_steps(calls, [weather], PRESETS["strict"], both)).calls) == 2
+
+
+def test_calls_the_request_asks_for_are_no_guess_nor_mix() -> None:
+    """A number equal to another parameter's, the next item of a list written the model's way, a
+    pairing the request writes again: each is a call the request asks for."""
+    power = _tool("power", base="integer", exponent="integer")
+    ask = (Message("user", "Calculate 2 to the power of 3 and 2 to the power of 2"),)
+    calls = [ToolCall("power", {"base": 2, "exponent": 3}), ToolCall("power", {"base": 2, "exponent": 2})]
+    assert len(run_guard_sync(guard_steps(calls, [power], PRESETS["strict"], ask)).calls) == 2
+    convert = _tool("convert", amount="number", to_currency="string")
+    money = (Message("user", "Convert 100 USD to EUR and to Japanese yen"),)
+    calls = [
+        ToolCall("convert", {"amount": 100, "to_currency": "EUR"}),
+        ToolCall("convert", {"amount": 100, "to_currency": "JPY"}),
+    ]
+    assert len(run_guard_sync(guard_steps(calls, [convert], PRESETS["strict"], money)).calls) == 2
+    area = _tool("area", width="integer", height="integer")
+    sides = (Message("user", "Find the areas of rectangles 5 by 10, 3 by 4 and 10 by 3"),)
+    calls = [
+        ToolCall("area", {"width": 5, "height": 10}),
+        ToolCall("area", {"width": 3, "height": 4}),
+        ToolCall("area", {"width": 10, "height": 3}),
+    ]
+    assert len(run_guard_sync(guard_steps(calls, [area], PRESETS["strict"], sides)).calls) == 3
+    days = _tool("workdays", start="string", include_weekends="boolean")
+    once = (Message("user", "Days from 2024-05-01, not counting weekends? Weekends here are Saturday and Sunday."),)
+    call = ToolCall("workdays", {"start": "2024-05-01", "include_weekends": False})
+    assert len(run_guard_sync(guard_steps([call, call], [days], PRESETS["strict"], once)).calls) == 1

@@ -49,4 +49,12 @@ def test_every_call_of_a_fresh_ask_is_cut_in_the_guard() -> None:
     ]
     guarded = run_guard_sync(guard_steps(calls, [tool], PRESETS["strict"], ask))
     assert [c.arguments["preferences"] for c in guarded.calls] == [["Pet-friendly"], ["Pet-friendly"]]
-    assert {n.kind for n in guarded.interventions} == {"args_dropped"}
+    assert {n.kind for n in guarded.interventions} == {"args_reshaped"}
+    wifi = ToolSpec("find_cafe", "", _schema(amenities=["Wi-Fi", "Parking", "Outdoor seating"]))
+    asked = (Message("user", "A cafe in Boston with free wifi"),)
+    cafes = [
+        ToolCall("find_cafe", {"location": "Boston", "amenities": ["Wi-Fi", "Parking"]}),
+        ToolCall("find_cafe", {"location": "Boston", "amenities": ["Wi-Fi", "Outdoor seating"]}),
+    ]
+    guarded = run_guard_sync(guard_steps(cafes, [wifi], PRESETS["strict"], asked))
+    assert [c.arguments["amenities"] for c in guarded.calls] == [["Wi-Fi"]]  # cut, then one call

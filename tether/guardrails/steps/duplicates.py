@@ -49,6 +49,7 @@ from tether.selection.relevance import weight
 
 __all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "guessed", "merge_variants", "mixed"]
 
+_NUMBERS = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]\d)")
 _CONTENT = 2.0  # a lowercase one-word item at least this rare is a value ("copper"), not "where"
 
 
@@ -124,13 +125,16 @@ def advanced(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     return moved
 
 
-_NEGATION = r"(?:not|no|non-?|without|isn't|aren't|doesn't|don't)\s+(?:\w+\s+)?"
+_NEGATION = r"(?:(?:not|no|without|isn['’]t|aren['’]t|doesn['’]t|don['’]t)\s+(?:\w+\s+)?|non-?\s*)"
+_CONTRAST = re.compile(r"\b(?:what if|versus|vs|compared?|both|instead|again|as well)\b", re.I)
 
 
 def _flipped(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     """A repeat with its one boolean the request says both ways ("the process is isothermal … what
     if it is not isothermal") set the other way; None when there is no such flag."""
     request = (ctx.history[-1].content or "").lower()
+    if not _CONTRAST.search(request):
+        return None  # "not counting weekends" asks once, for one of the two
     flags = [
         key
         for key, value in call.arguments.items()
@@ -209,6 +213,11 @@ def mixed(call: ToolCall, ctx: GuardContext) -> bool:
             sources.append(holders)
     if len(sources) < 2 or set.intersection(*sources):
         return False  # one earlier call holds them all: a repeat or a variant, not a mix
+    request = history[-1].content or ""
+    for value in call.arguments.values():
+        holding = sum(json.dumps(value, sort_keys=True) in values for values in held)
+        if _times_written(value, request) > holding:
+            return False  # "5 by 10, 3 by 4 and 10 by 3": the request says it again
     tool = ctx.by_name[call.name]
     walked = [  # the parameters whose values walk each list of items alike ("2018 and 2020")
         {k for k, v in call.arguments.items() if any(_same(v, x) for x in items)}
@@ -227,6 +236,15 @@ def mixed(call: ToolCall, ctx: GuardContext) -> bool:
     return True
 
 
+def _times_written(value: object, request: str) -> int:
+    """How often ``request`` writes ``value`` (a number or a string; 0 for others)."""
+    if is_number(value):
+        return sum(is_written_number(m) and float(m) == float(value) for m in _NUMBERS.findall(request))  # type: ignore[arg-type]
+    if isinstance(value, str) and value.strip():
+        return len(re.findall(rf"(?<![^\W_]){re.escape(value.strip())}(?![^\W_])", request, re.I))
+    return 0
+
+
 def guessed(call: ToolCall, ctx: GuardContext) -> bool:
     """Whether ``call`` differs from an earlier call of its tool in the reply in one value only,
     which nobody said while the earlier one's is said, or which another of its own parameters holds
@@ -242,8 +260,12 @@ def guessed(call: ToolCall, ctx: GuardContext) -> bool:
         if isinstance(mine, bool | dict | list) or isinstance(theirs, bool | dict | list):
             continue
         rest = [v for k, v in call.arguments.items() if k != key]
-        unsaid = not said(mine, ctx.spoken) and said(theirs, ctx.spoken)
-        if unsaid or any(mine == v or (isinstance(v, list) and mine in v) for v in rest):
+        # a list the request makes holds the earlier value: the later one may be its next item,
+        # written the model's way ("to EUR and to Japanese yen" → "JPY")
+        listed = any(_same(theirs, x) for items in listed_items(request_text(ctx.history)) for x in items)
+        unsaid = not listed and not said(mine, ctx.spoken) and said(theirs, ctx.spoken)
+        held = isinstance(mine, str) and any(mine == v or (isinstance(v, list) and mine in v) for v in rest)
+        if unsaid or held:
             detail = f"call {len(ctx.checked)} differs from call {at} only in {key}, a guess"
             ctx.notes.append(Intervention("variant_merged", detail, call.name, dict(call.arguments)))
             return True

@@ -1,4 +1,4 @@
-"""Step 7, mentioned options: the lone call of a fresh ask gets the options the request names, and no others.
+"""Step 7, mentioned options: the lone call of a fresh ask gets the options the request names.
 
 The ``enum`` arguments the user's last message names word for word and the model left out are
 filled ("with pediatrics department" → ``department: "Pediatrics"``;
@@ -8,10 +8,7 @@ says ("should have laundry service" → ``has_laundry_service: true``, "no need 
 ``has_garage: false``; :func:`tether.selection.relevance.mentioned_switches`). A unit the request
 asks for ("the distance in miles") fills the tool's free-text ``unit`` parameter
 (:func:`tether.selection.units.mentioned_units`). Only for a reply of one call (however often the
-model repeated it). Every call of a fresh ask has an array of ``enum`` items cut to those the
-request names, where it names some (``["Pet-friendly", "Disabled Access", "24 hours", "Cafe"]``
-for "a pet-friendly library with facilities for disabled people";
-:mod:`tether.selection.named_items`).
+model repeated it).
 
 After a tool result (an agent loop) only the replacement applies, and what names the option is
 the last user message with the tool results since: "The release moves to Friday" read from a file
@@ -25,11 +22,10 @@ from tether.chat import is_request
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, never_asks
 from tether.selection.grounded import said
-from tether.selection.named_items import unnamed_items
 from tether.selection.relevance import mentioned_choices, mentioned_switches
 from tether.selection.units import mentioned_units
 
-__all__ = ["fill_mentioned", "mentioned", "named_only"]
+__all__ = ["fill_mentioned", "mentioned"]
 
 
 def fill_mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall:
@@ -81,28 +77,10 @@ def _filled(call: ToolCall, values: dict[str, object], said_by: str, ctx: GuardC
     return call.with_repairs("args_filled", arguments=filled)
 
 
-def named_only(call: ToolCall, ctx: GuardContext) -> ToolCall:
-    """``call`` with its arrays of ``enum`` items cut to the items a fresh ask names, where it names
-    some (:func:`tether.selection.named_items.unnamed_items`; noted when any are cut)."""
-    asked = ctx.history[-1].content or ""
-    cut = unnamed_items(asked, call.arguments, ctx.by_name[call.name].parameters)
-    if not cut:
-        return call
-    kept = {**call.arguments, **cut}
-    detail = "the request names only " + ", ".join(f"{k}={v!r}" for k, v in cut.items())
-    ctx.notes.append(Intervention("args_dropped", detail, call.name, dict(call.arguments), kept))
-    return call.with_repairs("args_dropped", arguments=kept)
-
-
 @never_asks
 def mentioned(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
-    """Cut the unnamed items of a fresh ask's calls; fill the mentioned options of the lone call of a
-    reply to a user ask or a tool result."""
+    """Fill the mentioned options of the lone call of a reply to a user ask or a tool result."""
     history = ctx.history
-    if not ctx.config.fill_mentioned or not history:
-        return call
-    if history[-1].role == "user":
-        call = named_only(call, ctx)
-    if ctx.lone and history[-1].role in ("user", "tool"):
+    if ctx.config.fill_mentioned and ctx.lone and history and history[-1].role in ("user", "tool"):
         return fill_mentioned(call, ctx)
     return call

@@ -12,7 +12,8 @@ parameters trade back where the request labels them ("covers 400" for ``coverage
 :mod:`tether.guardrails.labelled`); of two calls holding a number said once, the one nearer the
 request's one unused number labelled alike ("5 years ago", "3 years ago") takes that; a number the
 request writes with a metric prefix goes in the unit the description names ("50mH" for an
-inductance in henries is 0.05, :mod:`tether.guardrails.prefixed`).
+inductance in henries is 0.05, :mod:`tether.guardrails.prefixed`); an array of ``enum`` items holds
+only those a fresh ask names, where it names some (:mod:`tether.selection.named_items`).
 Noted as ``args_reshaped``; a value already in shape, or one that does not read as the shape, is
 left as the model wrote it.
 """
@@ -32,6 +33,7 @@ from tether.guardrails.said_values import apart, ordered_pairs, whole_commands, 
 from tether.guardrails.shapes import redated, reshape, said_year, wanted_shape
 from tether.guardrails.steps.context import GuardContext, call_key, never_asks
 from tether.selection.decision import request_text
+from tether.selection.named_items import unnamed_items
 
 __all__ = ["shapes"]
 
@@ -65,6 +67,8 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     changed |= written_objects(call.arguments, props, request)
     changed |= in_named_units({**call.arguments, **changed}, props, request)
     fresh = bool(ctx.history) and ctx.history[-1].role == "user"
+    if fresh:  # an array of enum items cut to those the request names, where it names some
+        changed |= unnamed_items(request, {**call.arguments, **changed}, ctx.by_name[call.name].parameters)
     if ctx.lone and fresh:  # one call for a fresh ask
         changed |= labelled_swaps({**call.arguments, **changed}, props, request)
     elif fresh:
@@ -94,7 +98,6 @@ def _spread(arguments: dict[str, Any], name: str, ctx: GuardContext, request: st
         ctx.notes.append(
             Intervention("args_reshaped", detail, name, dict(earlier.arguments), dict(fixed.arguments))
         )
-        ctx.seen.pop(call_key(earlier), None)
         ctx.seen[call_key(fixed)] = at[index]
         ctx.checked[at[index]] = (fixed, verdict)
     return mine
