@@ -42,3 +42,17 @@ def test_a_number_written_twice_a_rate_or_a_longer_word_is_not_converted() -> No
     count = {"grams": {"type": "integer", "description": "Mass in grams."}}
     assert in_named_units({"grams": 2}, count, "2 kg of flour") == {"grams": 2000}
     assert in_named_units({"grams": 5}, count, "5 mg of salt") == {}
+
+
+def test_numbers_traded_back_are_converted_in_the_guard() -> None:
+    from tether.calls import ToolCall
+    from tether.chat import Message
+    from tether.grammar.formats.base import ToolSpec
+    from tether.guardrails.pipeline import guard_steps, run_guard_sync
+    from tether.guardrails.presets import PRESETS
+
+    tool = ToolSpec("resonant_frequency", "", {"type": "object", "properties": LC})
+    ask = (Message("user", "The resonant frequency given capacitance of 100µF and inductance of 50mH."),)
+    swapped = ToolCall("resonant_frequency", {"inductance": 100, "capacitance": 50})
+    guarded = run_guard_sync(guard_steps([swapped], [tool], PRESETS["strict"], ask))
+    assert [dict(c.arguments) for c in guarded.calls] == [{"inductance": 0.05, "capacitance": 0.0001}]

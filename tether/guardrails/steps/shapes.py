@@ -65,7 +65,6 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     changed |= ordered_pairs({**call.arguments, **changed}, props, request)
     changed |= whole_commands({**call.arguments, **changed}, props, request)
     changed |= written_objects(call.arguments, props, request)
-    changed |= in_named_units({**call.arguments, **changed}, props, request)
     fresh = bool(ctx.history) and ctx.history[-1].role == "user"
     if fresh:  # an array of enum items cut to those the request names, where it names some
         changed |= unnamed_items(request, {**call.arguments, **changed}, ctx.by_name[call.name].parameters)
@@ -73,6 +72,8 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
         changed |= labelled_swaps({**call.arguments, **changed}, props, request)
     elif fresh:
         changed |= _spread({**call.arguments, **changed}, call.name, ctx, request)
+    # after the numbers traded places: the unit is the one written beside the number a parameter holds
+    changed |= in_named_units({**call.arguments, **changed}, props, request)
     if not changed:
         return call
     after = {**call.arguments, **changed}
