@@ -36,6 +36,7 @@ __all__ = [
     "labelled_ids",
     "number_spans",
     "readings_for",
+    "written_numbers",
 ]
 
 _MAX_TOKEN = 16  # bytes of a token looked up at each text position
@@ -44,6 +45,14 @@ _LEADING_ZERO = re.compile(rb"-?0\d")
 _WORD = re.compile(rb"[A-Za-z0-9]")
 _JOINED = re.compile(rb"[A-Za-z0-9@_]")  # what a value does not begin right after
 _CHUNK = re.compile(rb"[^\s'\"`()\[\]{}<>,;]+")  # a whitespace- or quote-delimited piece of text
+
+
+_STANDALONE = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]\d)")
+
+
+def written_numbers(text: str) -> list[float]:
+    """The plain decimals ``text`` writes on their own, in order (not "dataset1", not a version's parts)."""
+    return [float(m) for m in _STANDALONE.findall(text)]
 
 
 def is_written_number(text: str | bytes) -> bool:

@@ -30,13 +30,12 @@ from tether.coercion import schema_types
 from tether.grammar.spans import number_spans
 from tether.schema_kinds import name_parts
 from tether.selection.grounded import is_number
-from tether.selection.relevance import stem, weight
+from tether.selection.relevance import same_word, weight
 
 __all__ = ["labelled_swaps", "unused_numbers"]
 
 _WORD = re.compile(r"[^\W\d_]+")
 _BEFORE = 3  # words before a number that may label it ("covers 400", "a radius of 5")
-_PREFIX = 5  # letters two words share at their start to be one word ("covers" / "coverage")
 _LABEL_WEIGHT = 1.0  # a name word this common ("of", "to") labels nothing
 
 
@@ -99,16 +98,9 @@ def _labelled(words: list[str], near: list[tuple[int, float, list[str]]]) -> fro
         return None
     found: dict[int, set[float]] = {}
     for at, value, neighbours in near:
-        if any(_same_word(w, label) for w in neighbours for label in words):
+        if any(same_word(w, label) for w in neighbours for label in words):
             found.setdefault(at, set()).add(value)
     return frozenset(next(iter(found.values()))) if len(found) == 1 else None
-
-
-def _same_word(word: str, label: str) -> bool:
-    """One word: the same stem, or the same first letters ("covers" / "coverage")."""
-    return stem(word) == stem(label) or (
-        min(len(word), len(label)) >= _PREFIX and word[:_PREFIX] == label[:_PREFIX]
-    )
 
 
 def unused_numbers(calls: Sequence[Mapping[str, Any]], request: str) -> dict[tuple[int, str], int | float]:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tether.coercion import schema_types
+from tether.grammar.spans import written_numbers
 from tether.selection.grounded import is_number
 
 __all__ = ["in_named_units"]
@@ -58,7 +59,6 @@ _WRITTEN = re.compile(
     + "|".join(sorted(_UNITS, key=len, reverse=True))
     + r")\b(?![/^²³])"  # "90 km/h" is a speed, "5 cm²" an area
 )
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]\d)")
 
 
 def in_named_units(
@@ -69,7 +69,7 @@ def in_named_units(
     written = [
         (float(m[1]), _PREFIX[m[2]], m[3]) for m in _WRITTEN.finditer(request) if (m[2], m[3]) != ("p", "m")
     ]
-    said = [float(n) for n in _NUMBER.findall(request)]
+    said = [abs(n) for n in written_numbers(request)]
     out: dict[str, float | int] = {}
     for key, value in arguments.items():
         spec = props.get(key)

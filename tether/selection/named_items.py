@@ -17,12 +17,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tether.selection.relevance import stem, weight
+from tether.selection.relevance import same_word, weight
 
 __all__ = ["unnamed_items"]
 
 _WORD = re.compile(r"[^\W_]+")
-_PREFIX = 5  # letters two words share at their start to be one word ("children" / "child")
 _RARE = 2.0  # a word this rare names its item alone ("disabled"); "free", "access" do not
 
 
@@ -53,13 +52,7 @@ def _named(item: str, said: list[str]) -> bool:
     words = _WORD.findall(item.lower())
     if len(words) > 1 and "".join(words) in said:
         return True  # "wifi" for "Wi-Fi"
-    hits = [any(_same(w, s) for s in said) for w in words]
+    hits = [any(same_word(w, s) for s in said) for w in words]
     return bool(words) and (
         all(hits) or any(h and weight(w) >= _RARE for w, h in zip(words, hits, strict=True))
-    )
-
-
-def _same(word: str, said: str) -> bool:
-    return stem(word) == stem(said) or (
-        min(len(word), len(said)) >= _PREFIX and word[:_PREFIX] == said[:_PREFIX]
     )

@@ -35,6 +35,7 @@ __all__ = [
     "mentioned_flags",
     "mentioned_switches",
     "rank_tools",
+    "same_word",
     "stem",
     "value_kinds",
     "weight",
@@ -285,6 +286,17 @@ def listed_choices(spec: Mapping[str, Any]) -> list[str] | None:
         return None
     found = [a or b for a, b in _QUOTED.findall(spec["description"])]
     return found if len(found) >= 2 else None
+
+
+_PREFIX = 5  # letters two words share at their start to be one word ("covers" / "coverage")
+
+
+def same_word(word: str, other: str) -> bool:
+    """One word: the same stem, or the same first five letters ("covers" / "coverage", "children" /
+    "child")."""
+    return stem(word) == stem(other) or (
+        min(len(word), len(other)) >= _PREFIX and word[:_PREFIX] == other[:_PREFIX]
+    )
 
 
 def mentioned_choices(text: str, parameters: Mapping[str, Any], *, required: bool = False) -> dict[str, Any]:

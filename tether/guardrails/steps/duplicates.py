@@ -37,7 +37,7 @@ import re
 
 from tether.calls import ToolCall
 from tether.grammar.formats.base import ToolSpec
-from tether.grammar.spans import is_written_number
+from tether.grammar.spans import is_written_number, written_numbers
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.steps.context import GuardContext, call_key, never_asks
 from tether.guardrails.values import merge_variant
@@ -49,7 +49,6 @@ from tether.selection.relevance import weight
 
 __all__ = ["advanced", "call_repeated", "dedupe", "duplicates", "guessed", "merge_variants", "mixed"]
 
-_NUMBERS = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]\d)")
 _CONTENT = 2.0  # a lowercase one-word item at least this rare is a value ("copper"), not "where"
 
 
@@ -239,7 +238,7 @@ def mixed(call: ToolCall, ctx: GuardContext) -> bool:
 def _times_written(value: object, request: str) -> int:
     """How often ``request`` writes ``value`` (a number or a string; 0 for others)."""
     if is_number(value):
-        return sum(is_written_number(m) and float(m) == float(value) for m in _NUMBERS.findall(request))  # type: ignore[arg-type]
+        return written_numbers(request).count(float(value))  # type: ignore[arg-type]
     if isinstance(value, str) and value.strip():
         return len(re.findall(rf"(?<![^\W_]){re.escape(value.strip())}(?![^\W_])", request, re.I))
     return 0
