@@ -116,6 +116,14 @@ def serve(
             "queue_timeout", "Seconds a request may wait for a slot before 503 + Retry-After (0: no limit)."
         ),
     ] = None,
+    stream_window: Annotated[
+        float | None,
+        _setting(
+            "stream_window",
+            "Milliseconds a stream's tokens are gathered before they go out together, as one delta: "
+            "fewer wake-ups and writes per token; the first token and the end are never held (0: each as it comes).",
+        ),
+    ] = None,
     shutdown_grace: Annotated[
         float | None,
         _setting(
@@ -361,6 +369,7 @@ def serve(
         "slots": slots,
         "queue_limit": queue_limit,
         "queue_timeout": queue_timeout,
+        "stream_window": stream_window,
         "shutdown_grace": shutdown_grace,
         "threads": threads,
         "gpu_layers": gpu_layers,

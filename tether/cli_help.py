@@ -21,8 +21,8 @@ SERVE_SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "Prefix cache": ("prefix_cache_ram_gb", "prefix_cache_dir", "prefix_cache_gb"),
     "Listening": (
-        "host", "port", "api_key", "model_alias", "queue_limit", "queue_timeout", "shutdown_grace",
-        "max_body_mb",
+        "host", "port", "api_key", "model_alias", "queue_limit", "queue_timeout", "stream_window",
+        "shutdown_grace", "max_body_mb",
     ),
     "Replies and guardrails": ("max_tokens", "temperature", "tool_format", "constrain", "preset", "compaction", "tool_view_share"),
     "Remote backend": ("backend", "backend_kind", "backend_api_key", "backend_timeout"),

@@ -60,6 +60,8 @@ class ServerConfig:
     batching: Literal["auto", "on", "off"] = "auto"
     speculate: bool = True  # jump-forward over forced text and prompt-lookup drafts (batched engine)
     queue_timeout_s: float | None = 300.0
+    # A stream's tokens gathered this long before they go out together, as one delta (0: each as it comes).
+    stream_window_s: float = 0.025
     shutdown_grace_s: float = 5.0
     # GPU offload, flash attention, KV cache types, mmap, mlock (docs/gpu.md)
     llama_options: LlamaOptions = field(default_factory=LlamaOptions)
@@ -145,6 +147,12 @@ class Settings(BaseSettings):
     batching: Literal["auto", "on", "off"] = "auto"
     speculate: bool = True
     queue_timeout: float = Field(default=300.0, ge=0, description="seconds; 0 waits without limit")
+    stream_window: float = Field(
+        default=25.0,
+        ge=0,
+        le=1000,
+        description="milliseconds a stream's tokens are gathered before they go out together (0: each as it comes)",
+    )
     shutdown_grace: float = Field(default=5.0, ge=0)
     gpu_layers: int | Literal["all"] = Field(default=0, description="layers on the GPU: all, or N (0: CPU)")
     flash_attn: bool = False
@@ -265,6 +273,7 @@ class Settings(BaseSettings):
             batching=self.batching,
             speculate=self.speculate,
             queue_timeout_s=self.queue_timeout or None,
+            stream_window_s=self.stream_window / 1000,
             shutdown_grace_s=self.shutdown_grace,
             llama_options=llama_options,
             backend=self.backend.rstrip("/") if self.backend else None,

@@ -355,6 +355,7 @@ def build_app(config: ServerConfig, *, progress: bool = False, log_sink: LogSink
         queue_limit=config.queue_limit,
         preempt=config.preempt,
         queue_timeout_s=config.queue_timeout_s,
+        stream_window_s=config.stream_window_s,
     )
     from tether.engine.remote.chat import ChatSlot
 

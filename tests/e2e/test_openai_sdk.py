@@ -7,21 +7,10 @@ from typing import Any
 
 from openai import OpenAI
 
+from tests.support.scripted import WEATHER_TOOL
+
 MODEL = "smollm2-135m-instruct"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
+TOOLS = [WEATHER_TOOL]
 
 
 def test_models(server: str) -> None:

@@ -4,6 +4,7 @@ prefixes, and the scheduler's priorities and preemption on batched slots."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.scripted import WEATHER_TOOL
 from tests.support.socket_server import serving, wait_for
 from tether.config import ServerConfig
 from tether.engine.base import Done, SamplingParams, Token
@@ -139,3 +141,46 @@ def test_priorities_and_preemption_on_batched_slots(model: BatchedLlama) -> None
     assert scheduler.stats.preempted == 1 and scheduler.stats.resumed == 1
     assert low.completion_tokens == 120 and low.finish_reason == "length"
     assert high.completion_tokens <= 6
+
+
+def _streamed(url: str, body: dict[str, Any]) -> tuple[str, str, int]:
+    """A streamed reply's text, its tool calls' names and arguments, and how many chunks carried them."""
+    text, calls, chunks = [], [], 0
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, timeout=120) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            delta = json.loads(line[6:])["choices"][0]["delta"]
+            if delta.get("content"):
+                text.append(delta["content"])
+                chunks += 1
+            for call in delta.get("tool_calls") or ():
+                calls.append(call["function"].get("name") or "")
+                calls.append(call["function"].get("arguments") or "")
+    return "".join(text), "".join(calls), chunks
+
+
+def test_a_stream_window_sends_the_same_reply_in_fewer_chunks(model: BatchedLlama) -> None:
+    """Greedy replies are the same with tokens gathered 30 ms into one event (prose, prose with a tool
+    offered, a strict tool call under the grammar); the prose arrives in fewer chunks."""
+    prose = {"model": MODEL, "max_tokens": 48, "temperature": 0, "messages": STORY}
+    call = {
+        "model": MODEL,
+        "max_tokens": 48,
+        "temperature": 0,
+        "tools": [WEATHER_TOOL],
+        "tool_choice": "required",
+        "messages": [{"role": "user", "content": "What is the weather in Oslo?"}],
+    }
+    armed = {**prose, "tools": [WEATHER_TOOL]}  # the decision and the answer check in play
+    replies = []
+    for window in (0.0, 0.03):
+        app = create_app(ServerConfig(n_ctx=2048), Scheduler(model.slots()[:1], stream_window_s=window))
+        with serving(app) as url:
+            replies.append([_streamed(url, body) for body in (prose, armed, call)])
+    (each, each_armed, each_call), (gathered, gathered_armed, gathered_call) = replies
+    assert gathered[:2] == each[:2] and len(each[0]) > 100
+    assert gathered_armed[:2] == each_armed[:2] and len(each_armed[0]) > 100
+    assert gathered_call[:2] == each_call[:2] and each_call[1].startswith("get_weather")
+    assert gathered[2] < each[2] * 0.7

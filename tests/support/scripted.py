@@ -22,6 +22,14 @@ def scripted_app(engine: ScriptedEngine, **config: Any) -> Any:
     return create_app(cfg, Scheduler([engine], queue_limit=cfg.queue_limit))
 
 
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 WEATHER_CALL = '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}'
 
 

@@ -155,11 +155,14 @@ class TokenLogprob:
 @dataclass(frozen=True)
 class Token:
     """One sampled token and the text it completes (``""`` while a UTF-8 sequence is split);
-    ``logprob`` only when ``SamplingParams.logprobs`` asked for it."""
+    ``logprob`` only when ``SamplingParams.logprobs`` asked for it. ``batched``: another token handed
+    over with this one follows at once (a stream window gathered them), so a consumer may hold what
+    it makes of this one and send it with the next."""
 
     id: int
     text: str
     logprob: TokenLogprob | None = None
+    batched: bool = False
 
 
 @dataclass(frozen=True)

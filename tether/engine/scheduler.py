@@ -18,7 +18,6 @@ resume cheap. The logits processor is shared by the segments; it sees the same
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import heapq
 import itertools
@@ -41,7 +40,8 @@ from tether.engine.base import (
     SamplingParams,
     Token,
 )
-from tether.engine.slots import PREEMPTED, SENTINEL_ERROR, Lease, Run, Waiter, close_generation
+from tether.engine.handoff import Mailbox, hand_over
+from tether.engine.slots import PREEMPTED, SENTINEL_ERROR, Lease, Run, Waiter
 from tether.engine.stats import SchedulerStats
 from tether.errors import EngineError, QueueFullError, QueueTimeoutError, ShuttingDownError
 
@@ -54,7 +54,9 @@ class Scheduler:
     """Runs generations on a fixed set of engine slots; ``preempt`` enables priority preemption.
 
     ``queue_timeout_s`` bounds how long a request may wait for a slot (``QueueTimeoutError``, 503);
-    ``shutdown()`` refuses new work and cancels what waits and runs (``ShuttingDownError``).
+    ``shutdown()`` refuses new work and cancels what waits and runs (``ShuttingDownError``);
+    ``stream_window_s`` gathers a generation's tokens that long before handing them over together
+    (``Mailbox``, ``Token.batched``; 0: as each comes).
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class Scheduler:
         queue_limit: int = 16,
         preempt: bool = False,
         queue_timeout_s: float | None = None,
+        stream_window_s: float = 0.0,
     ) -> None:
         if not engines:
             raise ValueError("at least one engine slot is required")
@@ -71,6 +74,7 @@ class Scheduler:
         self.queue_limit = queue_limit
         self.preempt = preempt
         self.queue_timeout_s = queue_timeout_s
+        self.stream_window_s = stream_window_s
         self.stats = SchedulerStats()
         self._free = set(range(len(self.engines)))
         self._waiting: list[Waiter] = []
@@ -210,42 +214,20 @@ class Scheduler:
         prompt: Sequence[int],
         params: SamplingParams,
         processor: LogitsProcessor | None,
-        queue: asyncio.Queue[object],
+        box: Mailbox,
         constraint: Constraint | None = None,
     ) -> None:
         engine = self.engines[run.slot]
         loop = asyncio.get_running_loop()
         pieces = self._engine_pieces(run.slot) if self.preempt else None
 
-        def post(item: object) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is listening
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-
         def work() -> None:
             gen = engine.generate(
                 prompt, params, constraint=constraint, cancel=run.cancel, logits_processor=processor
             )
-            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            count = 0
             try:
-                for event in gen:
-                    post(event)
-                    if pieces is None or not isinstance(event, Token):
-                        continue
-                    count += 1
-                    if 0 <= event.id < len(pieces):
-                        decoder.decode(pieces[event.id])
-                    # A token boundary that is also a character boundary, with budget left to resume.
-                    at_boundary = decoder.getstate()[0] == b""
-                    if run.preempt.is_set() and at_boundary and count < params.max_tokens:
-                        close_generation(gen)  # the engine stops before sampling the next token
-                        post(PREEMPTED)
-                        return
-            except BaseException as exc:  # reported to the consumer, never lost in the thread
-                post((SENTINEL_ERROR, exc))
+                hand_over(gen, box, run.preempt, pieces, params.max_tokens)
             finally:
-                close_generation(gen)
-                post(None)
                 with contextlib.suppress(RuntimeError):
                     loop.call_soon_threadsafe(self._thread_exited, run)
 
@@ -284,44 +266,49 @@ class Scheduler:
         first_evaluated: int | None = None
         finished = False
         run: Run | None = None
+        mark = self.stream_window_s > 0
         try:
             while held is not None:
                 before = len(produced)
                 segment = [*prompt, *produced]
                 seg_params = replace(params, max_tokens=params.max_tokens - before) if before else params
-                queue: asyncio.Queue[object] = asyncio.Queue()
+                box = Mailbox(asyncio.get_running_loop(), window=self.stream_window_s)
                 run = Run(held, priority, seq, request_id=request_id)
                 self._running[held] = run
-                self._start(run, segment, seg_params, logits_processor, queue, constraint)
+                self._start(run, segment, seg_params, logits_processor, box, constraint)
                 preempted = False
-                while True:
-                    item = await queue.get()
-                    if item is None:
-                        break
-                    if item is PREEMPTED:
-                        preempted = True
-                        continue
-                    if isinstance(item, tuple) and item and item[0] is SENTINEL_ERROR:
-                        exc = item[1]
-                        log.error("engine_failed", slot=held, error=repr(exc))
-                        raise EngineError(f"the engine failed: {exc}") from exc
-                    if isinstance(item, Token):
-                        if item.id >= 0:
-                            produced.append(item.id)
-                        yield item
-                    else:
-                        assert isinstance(item, Done)
-                        if item.finish_reason == "cancelled" and self._closing:
-                            raise ShuttingDownError("the server is shutting down; generation cancelled")
-                        if first_evaluated is None:
-                            first_evaluated = item.prompt_tokens_evaluated
-                        finished = True
-                        yield Done(
-                            item.finish_reason,
-                            len(prompt),
-                            first_evaluated,
-                            before + item.completion_tokens,
-                        )
+                ended = False
+                while not ended:
+                    batch = await box.take()
+                    last = len(batch) - 1
+                    for i, item in enumerate(batch):
+                        if isinstance(item, Token):
+                            if item.id >= 0:
+                                produced.append(item.id)
+                            if mark and i < last and isinstance(batch[i + 1], Token):
+                                item = replace(item, batched=True)
+                            yield item
+                        elif item is None:
+                            ended = True
+                        elif item is PREEMPTED:
+                            preempted = True
+                        elif isinstance(item, Done):
+                            if item.finish_reason == "cancelled" and self._closing:
+                                raise ShuttingDownError("the server is shutting down; generation cancelled")
+                            if first_evaluated is None:
+                                first_evaluated = item.prompt_tokens_evaluated
+                            finished = True
+                            yield Done(
+                                item.finish_reason,
+                                len(prompt),
+                                first_evaluated,
+                                before + item.completion_tokens,
+                            )
+                        else:
+                            assert isinstance(item, tuple) and item[0] is SENTINEL_ERROR
+                            exc = item[1]
+                            log.error("engine_failed", slot=held, error=repr(exc))
+                            raise EngineError(f"the engine failed: {exc}") from exc
                 await run.exited.wait()
                 self._running.pop(held, None)
                 if finished or not preempted:

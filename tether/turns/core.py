@@ -30,7 +30,7 @@ from tether.guardrails.interventions import GuardrailStats, Intervention
 from tether.guardrails.pipeline import Regenerator, guard_steps, run_guard
 from tether.guardrails.policy import unknown_tool_text
 from tether.turns.content_tokens import ContentTokens
-from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, offered_tools
+from tether.turns.events import ChatJob, FinishOut, FinishReason, TextOut, TurnEvent, joined, offered_tools
 from tether.turns.history import safe_job
 from tether.turns.routing import TextRouter
 from tether.turns.structured_reply import closed_reply, unstructured_note
@@ -211,6 +211,7 @@ class ChatCore:
         first_token: float | None = None
         done: Done | None = None
         answer_plainly = False  # the decision chose a text answer: ask it without the tools
+        held: list[TextOut] = []
 
         gen = self.scheduler.generate(
             prepared.prompt_ids, prepared.params, constraint=constraint, priority=job.priority
@@ -223,8 +224,11 @@ class ChatCore:
                         content.feed(event)
                     if first_token is None:
                         first_token = time.monotonic()
-                    for out in router.feed(event.text):
-                        yield out
+                    held += router.feed(event.text)
+                    if router.stopped or not event.batched or content is not None:
+                        for out in joined(held):  # a batch's content goes out as one delta
+                            yield out
+                        held = []
                     if router.stopped:
                         break
                     if not router.sent_text and _answering(decides) and self._asks_plainly(job):
@@ -234,6 +238,8 @@ class ChatCore:
                     done = event
         finally:
             await aclose_quietly(gen)
+        for out in joined(held):
+            yield out
         if self.on_generation is not None and first_token is not None:
             self.on_generation(first_token - started, time.monotonic() - first_token, generated)
         if answer_plainly:

@@ -31,6 +31,7 @@ __all__ = [
     "ToolChoice",
     "TurnEvent",
     "collect",
+    "joined",
     "offered_tools",
 ]
 
@@ -88,6 +89,13 @@ class FinishOut:
 
 
 TurnEvent = TextOut | ToolCall | FinishOut
+
+
+def joined(deltas: list[TextOut]) -> list[TextOut]:
+    """Consecutive content deltas as one (those that carry tokens stay apart)."""
+    if len(deltas) < 2 or any(d.tokens for d in deltas):
+        return deltas
+    return [TextOut("".join(d.text for d in deltas))]
 
 
 @dataclass(frozen=True)
