@@ -6,6 +6,7 @@ import asyncio
 import os
 import socket
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
@@ -143,7 +144,9 @@ def _batched_slots(config: ServerConfig, path: Path, *, progress: bool) -> list[
     """``--slots`` sequences of one llama.cpp context, advanced together (docs/batching.md)."""
     from tether.engine.batch import BatchedLlama, BatchOptions
 
-    options = BatchOptions() if config.speculate else BatchOptions(jump_forward=False, draft_tokens=0)
+    options = BatchOptions(handoff_window=config.stream_window_s)
+    if not config.speculate:
+        options = replace(options, jump_forward=False, draft_tokens=0)
 
     def load() -> BatchedLlama:
         return BatchedLlama(

@@ -15,6 +15,7 @@ from tests.support.engines import SlowEngine
 from tests.support.socket_server import serving
 from tether.config import ServerConfig
 from tether.engine.base import GenerationEvent, SamplingParams, Token
+from tether.engine.batch.jobs import Job
 from tether.engine.handoff import Mailbox
 from tether.engine.scheduler import Scheduler
 from tether.proxy.app import create_app
@@ -65,7 +66,7 @@ async def test_a_slow_consumer_costs_no_wakeups() -> None:
 
 
 async def test_window_gathers_after_the_first_batch() -> None:
-    box = Mailbox(asyncio.get_running_loop(), window=0.05)
+    box = Mailbox(asyncio.get_running_loop(), window=0.3)
 
     def produce() -> None:
         box.put("first")
@@ -143,3 +144,25 @@ def test_joined_deltas() -> None:
     assert joined([TextOut("a"), TextOut("b")]) == [TextOut("ab")]
     carrying = [TextOut("a", (Token(1, "a"),)), TextOut("b", (Token(2, "b"),))]
     assert joined(carrying) == carrying
+
+
+def test_a_batched_engine_job_lets_tokens_gather_and_ends_at_once() -> None:
+    job = Job(0, [1], SamplingParams(), None, None)
+
+    def produce() -> None:
+        job.out.put(7)
+        time.sleep(0.05)  # the consumer took 7 and now waits out its window
+        job.out.put(8)
+        time.sleep(0.65)  # 8 went out at the window's end (0.5 s); the next window runs to 1 s
+        job.out.put(9)
+        job.end()  # the end wakes it at once, not after the window
+
+    thread = threading.Thread(target=produce)
+    started = time.monotonic()
+    thread.start()
+    got = [(t, time.monotonic() - started) for t in job.tokens(window=0.5)]
+    thread.join()
+    assert [t for t, _ in got] == [7, 8, 9]
+    assert got[0][1] < 0.2  # the first token at once
+    assert got[1][1] > 0.45  # 8 waited for the window, not taken as it came
+    assert got[2][1] < 0.9  # 9 and the end at 0.7 s: the window after 8 was cut short

@@ -157,7 +157,7 @@ class BatchSlot(ContextEngine):
         pieces = owner.token_pieces()
         try:
             events = token_loop(
-                job.tokens(),
+                job.tokens(owner.options.handoff_window),
                 piece=lambda t: pieces[t] if 0 <= t < len(pieces) else b"",
                 eos=owner.info.eos_token_ids,
                 max_tokens=run.params.max_tokens,

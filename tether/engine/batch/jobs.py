@@ -33,6 +33,9 @@ class BatchOptions:
     draft_tokens: int = 8
     ngram: int = 3
     share_min: int = 32  # wait for another request's prefill only to share at least this many tokens
+    # Seconds a generation's thread lets tokens gather before it wakes for them (the end wakes it at
+    # once): one wake-up per window instead of one per token on the cores ggml's threads spin on.
+    handoff_window: float = 0.0
 
 
 @dataclass
@@ -64,6 +67,7 @@ class Job:
     processor: LogitsProcessor | None
     cancel: threading.Event | None
     out: queue.SimpleQueue[object] = field(default_factory=queue.SimpleQueue)
+    ended: threading.Event = field(default_factory=threading.Event)  # END or an error is in ``out``
     evaluated: int = 0
     closed: bool = False
     # Runner state: ids (prompt + emitted tokens) and the tokens emitted but not yet in the KV cache.
@@ -84,9 +88,19 @@ class Job:
     text_draft: bool = False  # the draft being verified came from that lookup
     restore: Hit | None = None  # a cached prefix to restore at placement (loaded by the consumer)
 
-    def tokens(self) -> Iterator[int]:
-        """The consumer's side: token ids as the runner emits them."""
+    def end(self, item: object = END) -> None:
+        """The runner's side: the job's last item (``END`` or an error), waking its consumer."""
+        self.out.put(item)
+        self.ended.set()
+
+    def tokens(self, window: float = 0.0) -> Iterator[int]:
+        """The consumer's side: token ids as the runner emits them; after the first, with ``window``,
+        an empty queue is left to fill that long (or until the end) before this thread blocks on it."""
+        first = True
         while True:
+            if window > 0 and not first and self.out.empty():
+                self.ended.wait(window)
+            first = False
             item = self.out.get()
             if item is END:
                 return

@@ -25,7 +25,7 @@ import structlog
 from tether.engine.base import common_prefix_len
 from tether.engine.batch.context import BatchContext
 from tether.engine.batch.draft import forced_tokens, forcing_of, lookup_draft, text_draft
-from tether.engine.batch.jobs import END, BatchOptions, BatchStats, Job
+from tether.engine.batch.jobs import BatchOptions, BatchStats, Job
 from tether.engine.batch.sampler import Sampler
 from tether.engine.prefix import PrefixCache
 from tether.errors import EngineError
@@ -95,7 +95,7 @@ class BatchRunner:
                     self._cv.wait()
                 if self._closing:
                     for job in [*self._inbox, *self._jobs]:
-                        job.out.put(EngineError("the engine is closing"))
+                        job.end(EngineError("the engine is closing"))
                     return
                 for job in self._inbox:
                     self._start(job)
@@ -117,7 +117,7 @@ class BatchRunner:
         if job.closed:
             return True
         if job.cancel is not None and job.cancel.is_set():
-            job.out.put(END)
+            job.end()
             return True
         return False
 
@@ -384,14 +384,14 @@ class BatchRunner:
         job.out.put(token)
         # A full sequence ends the reply as its budget would (the proxy never lets it get that far).
         if token in self.eos or job.produced >= job.params.max_tokens or job.n >= self._seq_cells:
-            job.out.put(END)
+            job.end()
             job.closed = True
             job.pending = []
             return False
         return True
 
     def _fail_job(self, job: Job, error: EngineError) -> None:
-        job.out.put(error)
+        job.end(error)
         job.closed = True
         job.pending = []
 
