@@ -25,7 +25,8 @@ Kinds, one set for the server, ``Guardrails``/``wrap``, the runner and the evals
 * ``variant_merged``: a call that only reorders an earlier one's values, or differs from it only in
   optional values nobody said, merged into it (``strict``); or one that changes one value of an
   earlier call to a guess, dropped;
-* ``call_repeated``: a call identical to one of the previous turn whose result came back (``strict``);
+* ``call_repeated``: a call identical to one of the previous turn whose result came back, or to one
+  made since the user spoke with nothing new called after it (``strict``);
 * ``call_abstained``: a call whose values the conversation lacks was not made (``strict``,
   ``tool_choice: auto``, a fresh ask): a wrong guess is worse than no guess;
 * ``call_redirected``: a call abstained from for a value another offered tool gives became that

@@ -44,6 +44,7 @@ __all__ = [
     "answered_last_turn",
     "asking",
     "call_key",
+    "cycled",
     "failed_in_a_row",
     "lone",
     "never_asks",
@@ -160,6 +161,29 @@ def answered_last_turn(history: Sequence[Message]) -> frozenset[str]:
     )
 
 
+def cycled(history: Sequence[Message]) -> frozenset[str]:
+    """The calls (by :func:`call_key`) made since the user last spoke whose latest results came back
+    and do not read as failures (a failure may be retried), with nothing new called after them: every later call repeats one made
+    before. Made again, such a call only goes round the same loop (``find(a)``, ``find(b)``,
+    ``find(a)``, … gets ``find(b)`` here); a call followed by a new one (``ls``, ``mkdir``, ``ls``)
+    may see a changed state and is left alone."""
+    start = next((i + 1 for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), 0)
+    results = {m.tool_call_id or "": m.content for m in history[start:] if m.role == "tool"}
+    made = [
+        (call_key(c), c.id in results and not reads_as_failure(results[c.id]))
+        for m in history[start:]
+        if m.role == "assistant"
+        for c in m.tool_calls
+    ]
+    last = {key: i for i, (key, _) in enumerate(made)}  # a call's latest result is the one that counts
+    out: set[str] = set()
+    for key, i in last.items():
+        before = {k for k, _ in made[: i + 1]}
+        if made[i][1] and all(k in before for k, _ in made[i + 1 :]):
+            out.add(key)
+    return frozenset(out)
+
+
 def failed_in_a_row(history: Sequence[Message], times: int) -> frozenset[str]:
     """The calls (by :func:`call_key`) that each of the conversation's last ``times`` assistant turns
     made and whose results all read as failures: retried that often, the same call fails the same way."""
@@ -191,7 +215,8 @@ class GuardContext:
     """One reply's guard state, shared by its steps.
 
     Per reply: ``lone`` (the reply makes one call, however often the model repeated it: :func:`lone`),
-    ``answered`` (the previous turn's calls whose results came back, under ``end_loops``),
+    ``answered`` (the previous turn's calls whose results came back, and calls that would only go
+    round a loop again: :func:`cycled`; under ``end_loops``),
     ``failing`` (calls that failed in each of the last ``failed_retries + 1`` turns, likewise) and the
     accumulators, among them ``again``: written calls a step wants run through the steps once more
     after the reply's own (a repeat advanced along a list with items left). Per call: ``verdict`` (``ok`` under the name as written until a step says
@@ -225,7 +250,9 @@ class GuardContext:
         self.by_name = {t.name: t for t in self.tools}
         self.names = [t.name for t in self.tools]
         self.aliases = declared_aliases(self.tools)
-        self.answered = answered_last_turn(self.history) if self.config.end_loops else frozenset()
+        self.answered = (
+            answered_last_turn(self.history) | cycled(self.history) if self.config.end_loops else frozenset()
+        )
         tries = self.config.failed_retries + 1
         self.failing = failed_in_a_row(self.history, tries) if self.config.end_loops else frozenset()
 

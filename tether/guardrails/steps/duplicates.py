@@ -15,7 +15,9 @@ other value.
 So is a call identical to one of the previous turn whose result came back without failing
 (:func:`~.context.answered_last_turn`): the result is already in the conversation, and a small
 model otherwise loops on it until its turns run out (a changed world in between, such as a read
-after an edit, is another turn). A later call whose values earlier calls of the reply hold,
+after an edit, is another turn). So is one made earlier since the user spoke when nothing new was
+called after it (:func:`~.context.cycled`): ``find(a)``, ``find(b)``, ``find(a)`` does not get
+``find(b)`` again. A later call whose values earlier calls of the reply hold,
 spread over two or more of them, is dropped too (``duplicate_mixed``): after "the first run with
 depth 10 and 100 trees, the second with 20 and 200", ``(dataset1, 20, 200)`` is the model
 shuffling what it already wrote, with nothing the request adds. Not when two of its values are
@@ -57,7 +59,7 @@ def call_repeated(call: ToolCall, ctx: GuardContext) -> bool:
     be retried (noted when so)."""
     key = call_key(call)
     if key in ctx.answered:
-        detail = "the previous turn made this call and has its result"
+        detail = "this call's result is in the conversation, and nothing new was called since"
     elif key in ctx.failing:
         detail = f"this call failed in each of the last {ctx.config.failed_retries + 1} turns"
     else:
