@@ -228,7 +228,7 @@ class ChatCore:
                     if router.stopped or not event.batched or content is not None:
                         for out in joined(held):  # a batch's content goes out as one delta
                             yield out
-                        held = []
+                        held.clear()
                     if router.stopped:
                         break
                     if not router.sent_text and _answering(decides) and self._asks_plainly(job):

@@ -163,8 +163,8 @@ def answered_last_turn(history: Sequence[Message]) -> frozenset[str]:
 
 def cycled(history: Sequence[Message]) -> frozenset[str]:
     """The calls (by :func:`call_key`) made since the user last spoke whose latest results came back
-    and do not read as failures (a failure may be retried), with nothing new called after them: every later call repeats one made
-    before. Made again, such a call only goes round the same loop (``find(a)``, ``find(b)``,
+    and do not read as failures (a failure may be retried), with nothing new called after them:
+    every later call repeats one made before. Made again, such a call only goes round the same loop (``find(a)``, ``find(b)``,
     ``find(a)``, … gets ``find(b)`` here); a call followed by a new one (``ls``, ``mkdir``, ``ls``)
     may see a changed state and is left alone."""
     start = next((i + 1 for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), 0)
@@ -176,12 +176,13 @@ def cycled(history: Sequence[Message]) -> frozenset[str]:
         for c in m.tool_calls
     ]
     last = {key: i for i, (key, _) in enumerate(made)}  # a call's latest result is the one that counts
-    out: set[str] = set()
-    for key, i in last.items():
-        before = {k for k, _ in made[: i + 1]}
-        if made[i][1] and all(k in before for k, _ in made[i + 1 :]):
-            out.add(key)
-    return frozenset(out)
+    seen: set[str] = set()
+    newest = -1  # where the last call not made before it stands
+    for i, (key, _) in enumerate(made):
+        if key not in seen:
+            seen.add(key)
+            newest = i
+    return frozenset(key for key, i in last.items() if i >= newest and made[i][1])
 
 
 def failed_in_a_row(history: Sequence[Message], times: int) -> frozenset[str]:
