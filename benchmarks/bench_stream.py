@@ -12,7 +12,8 @@ Measured (``--only`` picks some):
 1. ``single`` — streamed prose, greedy, ``--tokens`` per request: decode tok/s after the first token;
 2. ``armed`` — the same prose with a coding agent's four tools offered (tether's default preset
    decides the reply is text and streams it), against llama-server's prose without tools;
-3. ``strict`` — a strict tool call (``tool_choice: required``) with and without jump-forward + drafts;
+3. ``strict`` — a strict tool call (``tool_choice: required``) with and without jump-forward + drafts,
+   each side warmed by one call first (the tool list's prefill, which neither side can speed up);
 4. ``n8`` — 8 concurrent streams: tether with ``--slots 8`` vs llama-server ``-np 8`` (two more servers);
 5. ``profile`` — tether's single stream under py-spy: µs per token by stage (engine step, sampling,
    constraint mask, token loop, routing, pipeline, SSE write) and CPU per thread (``benchmarks/_profile.py``).
@@ -149,6 +150,8 @@ def main() -> None:
                 pair, args.rounds, lambda s, r: single(bases[s], r, args.tokens, armed=s != "llama-server")
             )
         if "strict" in args.only:
+            for side in ("tether", "no-spec"):  # the tool list's first prefill, the same on both sides
+                asyncio.run(tool_call(bases[side], 0))
             results["strict"] = _alternate(
                 ["tether", "no-spec"], args.calls, lambda s, r: asyncio.run(tool_call(bases[s], r))[0]
             )

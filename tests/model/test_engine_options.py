@@ -76,3 +76,40 @@ def test_gpu_layers_on_a_cpu_build_are_reported_as_not_in_effect() -> None:
         assert engine.info.llama_options == LlamaOptions(gpu_layers=-1 if offloads else 0)
     finally:
         engine.close()
+
+
+def test_one_batched_sequence_gets_llama_cpps_own_attention_choice() -> None:
+    """Not forced, the batched context lets llama.cpp pick attention as llama-server does, one slot as
+    well as eight: on CPU it picks flash attention (~1.12x a one-stream decode here), so the default
+    one-slot server's logits are exactly those of a context with flash attention forced on, and not
+    those of the serial engine's context (flash attention off)."""
+    import llama_cpp
+    import numpy as np
+
+    from tether.engine.batch.context import BatchContext
+    from tether.engine.llama_options import llama_kwargs
+
+    def load(options: LlamaOptions) -> llama_cpp.Llama:
+        kwargs = llama_kwargs(options)
+        return llama_cpp.Llama(str(bundled_model_path()), n_ctx=256, verbose=False, **kwargs)
+
+    default, forced = load(LlamaOptions()), load(LlamaOptions(flash_attn=True))
+    prompt = default.tokenize(b"The capital of France is", add_bos=True)
+
+    def last_logits(llm: llama_cpp.Llama) -> np.ndarray:
+        ctx = BatchContext(llm, n_ctx=256, n_seq=1, n_batch=64)
+        try:
+            rows = [ctx.add(t, i, 0, logits=i == len(prompt) - 1) for i, t in enumerate(prompt)]
+            ctx.decode()
+            return ctx.logits(rows[-1])
+        finally:
+            ctx.close()
+
+    ours = last_logits(default)
+    default.eval(prompt)  # the Llama's own context: flash attention off
+    serial = np.asarray(default.scores[len(prompt) - 1], dtype=np.single)
+    assert np.array_equal(ours, last_logits(forced))
+    assert not np.array_equal(ours, serial)
+    assert int(np.argmax(ours)) == int(np.argmax(serial))  # the same answer, other kernels
+    default.close()
+    forced.close()

@@ -278,3 +278,25 @@ def test_a_directory_that_cannot_be_one_is_a_clear_error(tmp_path: Path) -> None
     with pytest.raises(ConfigError, match=r"--prefix-cache-dir .*a-file/prefix: cannot use it"):
         prefix_cache(config, model, layout="serial", n_ctx=4096)
     assert prefix_cache(ServerConfig(prefix_cache_ram_bytes=0), model, layout="serial", n_ctx=4096) is None
+
+
+def test_the_tag_names_the_attention_each_layout_runs(tmp_path: Path) -> None:
+    """The V cache's layout follows flash attention: the serial engine's Llama has it off, the batched
+    context lets llama.cpp choose, ``--flash-attn`` forces it; state from one never loads into another."""
+    from tether.engine.llama_options import LlamaOptions
+    from tether.engine.prefix import llama_tag
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + bytes(64))
+    tags = {
+        (layout, forced): llama_tag(model, LlamaOptions(flash_attn=forced), layout=layout, n_ctx=2048)
+        for layout in ("serial", "batched")
+        for forced in (False, True)
+    }
+    assert {k: t.flash_attn for k, t in tags.items()} == {
+        ("serial", False): "off",
+        ("serial", True): "on",
+        ("batched", False): "auto",
+        ("batched", True): "on",
+    }
+    assert len({t.digest() for t in tags.values()}) == 4

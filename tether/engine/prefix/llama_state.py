@@ -55,6 +55,8 @@ def llama_tag(path: str | Path, options: LlamaOptions, *, layout: str, n_ctx: in
         n_ctx=n_ctx,
         cache_type_k=options.cache_type_k,
         cache_type_v=options.cache_type_v,
-        flash_attn="on" if options.flash_attn else "default",
+        # Not forced, the batched context lets llama.cpp choose (flash attention on CPU); the serial
+        # engine's Llama turns it off. Either way the V cache's layout follows.
+        flash_attn="on" if options.flash_attn else ("off" if layout == "serial" else "auto"),
         runtime=str(llama_cpp.__version__),
     )
