@@ -143,7 +143,12 @@ def serve(
     ] = None,
     flash_attn: Annotated[
         bool | None,
-        _setting("flash_attn", "Flash attention (needed for a quantized --cache-type-v).", switch=True),
+        _setting(
+            "flash_attn",
+            "Force flash attention on (needed for a quantized --cache-type-v) or off; unset, llama.cpp "
+            "chooses (on CPU: on; with --batching off: off).",
+            switch=True,
+        ),
     ] = None,
     cache_type_k: Annotated[
         str | None,

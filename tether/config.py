@@ -155,7 +155,7 @@ class Settings(BaseSettings):
     )
     shutdown_grace: float = Field(default=5.0, ge=0)
     gpu_layers: int | Literal["all"] = Field(default=0, description="layers on the GPU: all, or N (0: CPU)")
-    flash_attn: bool = False
+    flash_attn: bool | None = None  # None: llama.cpp chooses
     cache_type_k: CacheTypeName = "f16"
     cache_type_v: CacheTypeName = "f16"
     mmap: bool = True

@@ -34,7 +34,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[ServerConfig
 
 def test_defaults_keep_the_cpu_build_behaviour(served: list[ServerConfig]) -> None:
     assert serve() == (0, "")
-    assert served[0].llama_options == LlamaOptions() == LlamaOptions(0, False, "f16", "f16", True, False)
+    assert served[0].llama_options == LlamaOptions() == LlamaOptions(0, None, "f16", "f16", True, False)
 
 
 def test_every_flag_on_the_command_line(served: list[ServerConfig]) -> None:

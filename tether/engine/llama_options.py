@@ -19,6 +19,7 @@ __all__ = [
     "CacheType",
     "CacheTypeName",
     "LlamaOptions",
+    "attention",
     "check_mlx",
     "llama_kwargs",
     "offloaded_layers",
@@ -82,10 +83,12 @@ def offloaded_layers(gpu_layers: int, n_layers: int) -> int:
 
 @dataclass(frozen=True)
 class LlamaOptions:
-    """``gpu_layers``: -1 all, 0 CPU only, N as llama.cpp's ``-ngl N``; the rest as their flags say."""
+    """``gpu_layers``: -1 all, 0 CPU only, N as llama.cpp's ``-ngl N``; ``flash_attn``: forced on or off,
+    or None for llama.cpp's own choice (the batched context; a serial ``Llama`` takes only on or off,
+    so there None is off); the rest as their flags say."""
 
     gpu_layers: int = 0
-    flash_attn: bool = False
+    flash_attn: bool | None = None
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     mmap: bool = True
@@ -102,7 +105,7 @@ class LlamaOptions:
                 raise ConfigError(
                     f"--cache-type-{which} {name!r}: unknown KV cache type; known: {', '.join(CACHE_TYPES)}"
                 )
-        if CACHE_TYPES[self.cache_type_v].quantized and not self.flash_attn:
+        if CACHE_TYPES[self.cache_type_v].quantized and self.flash_attn is not True:
             raise ConfigError(
                 f"--cache-type-v {self.cache_type_v} needs --flash-attn: llama.cpp refuses a quantized V cache "
                 "without flash attention. Add --flash-attn (TETHER_FLASH_ATTN=true, or flash_attn = true in "
@@ -110,10 +113,11 @@ class LlamaOptions:
             )
 
     def describe(self) -> dict[str, str | int | bool]:
-        """For logs and ``/v1/models``: ``gpu_layers`` as given (``all`` or N)."""
+        """For logs and ``/v1/models``: ``gpu_layers`` as given (``all`` or N), ``flash_attn`` ``auto``
+        when not forced."""
         return {
             "gpu_layers": "all" if self.gpu_layers == ALL_LAYERS else self.gpu_layers,
-            "flash_attn": self.flash_attn,
+            "flash_attn": "auto" if self.flash_attn is None else self.flash_attn,
             "cache_type_k": self.cache_type_k,
             "cache_type_v": self.cache_type_v,
             "mmap": self.mmap,
@@ -121,11 +125,19 @@ class LlamaOptions:
         }
 
 
+def attention(options: LlamaOptions, layout: str) -> str:
+    """``on``, ``off`` or ``auto`` (llama.cpp chooses; flash attention on CPU): what a context of
+    ``layout`` runs. The batched context honours all three; a serial ``Llama`` takes only on or off."""
+    if options.flash_attn is not None:
+        return "on" if options.flash_attn else "off"
+    return "auto" if layout == "batched" else "off"
+
+
 def llama_kwargs(options: LlamaOptions) -> dict[str, Any]:
     """The ``llama_cpp.Llama(...)`` keyword arguments for ``options`` (-1 offloads every layer there too)."""
     return {
         "n_gpu_layers": options.gpu_layers,
-        "flash_attn": options.flash_attn,
+        "flash_attn": options.flash_attn is True,
         "type_k": CACHE_TYPES[options.cache_type_k].ggml_type,
         "type_v": CACHE_TYPES[options.cache_type_v].ggml_type,
         "use_mmap": options.mmap,
@@ -146,7 +158,7 @@ def check_mlx(options: LlamaOptions) -> None:
         for flag, differs in (
             (f"--cache-type-k {options.cache_type_k}", options.cache_type_k != default.cache_type_k),
             (f"--cache-type-v {options.cache_type_v}", options.cache_type_v != default.cache_type_v),
-            ("--flash-attn", options.flash_attn != default.flash_attn),
+            ("--flash-attn" if options.flash_attn else "--no-flash-attn", options.flash_attn is not None),
             ("--no-mmap", options.mmap != default.mmap),
             ("--mlock", options.mlock != default.mlock),
         )

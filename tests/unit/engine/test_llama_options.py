@@ -16,6 +16,7 @@ from tether.engine.llama_options import (
     CACHE_TYPES,
     CacheTypeName,
     LlamaOptions,
+    attention,
     check_mlx,
     llama_kwargs,
     offloaded_layers,
@@ -106,9 +107,27 @@ def test_quantized_v_cache_needs_flash_attention_up_front(v_type: str) -> None:
 
 
 def test_a_quantized_k_cache_or_a_float_v_cache_needs_no_flash_attention() -> None:
-    assert LlamaOptions(cache_type_k="q4_0").flash_attn is False
+    assert LlamaOptions(cache_type_k="q4_0").flash_attn is None
     assert LlamaOptions(cache_type_v="bf16").cache_type_v == "bf16"
     assert LlamaOptions(cache_type_v="f32").cache_type_v == "f32"
+
+
+def test_attention_is_forced_either_way_or_llama_cpps_choice_where_a_context_takes_one() -> None:
+    """Unset, the batched context lets llama.cpp choose; a serial ``Llama`` takes only on or off."""
+    assert [attention(LlamaOptions(flash_attn=f), "batched") for f in (None, True, False)] == [
+        "auto",
+        "on",
+        "off",
+    ]
+    assert [attention(LlamaOptions(flash_attn=f), "serial") for f in (None, True, False)] == [
+        "off",
+        "on",
+        "off",
+    ]
+    assert llama_kwargs(LlamaOptions(flash_attn=False))["flash_attn"] is False
+    assert LlamaOptions(flash_attn=False).describe()["flash_attn"] is False
+    with pytest.raises(ConfigError, match="--cache-type-v q8_0 needs --flash-attn"):
+        LlamaOptions(cache_type_v="q8_0", flash_attn=False)
 
 
 def test_offloaded_layers_follow_llama_cpps_count() -> None:
@@ -121,7 +140,7 @@ def test_describe_reports_all_as_all() -> None:
     assert LlamaOptions(gpu_layers=-1).describe()["gpu_layers"] == "all"
     assert LlamaOptions(gpu_layers=3, mlock=True).describe() == {
         "gpu_layers": 3,
-        "flash_attn": False,
+        "flash_attn": "auto",
         "cache_type_k": "f16",
         "cache_type_v": "f16",
         "mmap": True,
@@ -141,6 +160,8 @@ def test_mlx_refuses_the_llama_cpp_only_options_by_name() -> None:
         check_mlx(options)
     for flag in ("--cache-type-k q8_0", "--cache-type-v q8_0", "--flash-attn", "--no-mmap", "--mlock"):
         assert flag in caught.value.message
+    with pytest.raises(ConfigError, match="--no-flash-attn"):
+        check_mlx(LlamaOptions(flash_attn=False))
 
 
 def test_engine_auto_choosing_mlx_for_a_directory_refuses_too(tmp_path: Path) -> None:

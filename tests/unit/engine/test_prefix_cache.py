@@ -282,7 +282,7 @@ def test_a_directory_that_cannot_be_one_is_a_clear_error(tmp_path: Path) -> None
 
 def test_the_tag_names_the_attention_each_layout_runs(tmp_path: Path) -> None:
     """The V cache's layout follows flash attention: the serial engine's Llama has it off, the batched
-    context lets llama.cpp choose, ``--flash-attn`` forces it; state from one never loads into another."""
+    context lets llama.cpp choose unless forced; state from one never loads into another."""
     from tether.engine.llama_options import LlamaOptions
     from tether.engine.prefix import llama_tag
 
@@ -291,12 +291,15 @@ def test_the_tag_names_the_attention_each_layout_runs(tmp_path: Path) -> None:
     tags = {
         (layout, forced): llama_tag(model, LlamaOptions(flash_attn=forced), layout=layout, n_ctx=2048)
         for layout in ("serial", "batched")
-        for forced in (False, True)
+        for forced in (None, False, True)
     }
     assert {k: t.flash_attn for k, t in tags.items()} == {
+        ("serial", None): "off",
         ("serial", False): "off",
         ("serial", True): "on",
-        ("batched", False): "auto",
+        ("batched", None): "auto",
+        ("batched", False): "off",
         ("batched", True): "on",
     }
-    assert len({t.digest() for t in tags.values()}) == 4
+    assert tags["serial", None] == tags["serial", False]  # the same context either way
+    assert len({t.digest() for t in tags.values()}) == 5

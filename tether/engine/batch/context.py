@@ -25,25 +25,30 @@ __all__ = ["BatchContext"]
 class BatchContext:
     """``n_seq`` sequences in one context of ``n_ctx`` cells; at most ``n_batch`` tokens per decode."""
 
-    def __init__(self, llm: Any, *, n_ctx: int, n_seq: int, n_batch: int) -> None:
+    def __init__(
+        self, llm: Any, *, n_ctx: int, n_seq: int, n_batch: int, flash_attn: bool | None = None
+    ) -> None:
         import llama_cpp
 
         self._lib = llama_cpp
         limit = int(llama_cpp.llama_max_parallel_sequences())
         if n_seq > limit:
             raise EngineError(f"llama.cpp batches at most {limit} sequences in one context, not {n_seq}")
-        # The loading Llama's own context settings (threads, flash attention, cache types) carry over.
+        # The loading Llama's own context settings (threads, cache types) carry over.
         params = llama_cpp.llama_context_params.from_buffer_copy(llm.context_params)
         params.n_ctx = n_ctx
         params.n_batch = n_batch
         params.n_ubatch = n_batch
         params.n_seq_max = n_seq
         params.kv_unified = False
-        if params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED:
-            # Not asked for (--flash-attn forces it on): let llama.cpp decide, as llama-server does. On
-            # CPU it picks flash attention: one stream decodes ~1.12x faster, 8 streams ~1.2x (bench_stream,
-            # bench_batch). Greedy replies match the serial engine's (flash attention off) up to near-ties.
-            params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+        # Not forced (--flash-attn / --no-flash-attn): llama.cpp decides, as llama-server does. On CPU it
+        # picks flash attention: one stream decodes ~1.12x faster, 8 streams ~1.2x (bench_stream,
+        # bench_batch), and a one-slot server writes llama-server's greedy tokens.
+        params.flash_attn_type = {
+            True: llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+            False: llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+            None: llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO,
+        }[flash_attn]
         self._ctx = llama_cpp.llama_init_from_model(llm._model.model, params)
         if not self._ctx:
             raise EngineError(f"llama.cpp could not create a context of {n_ctx} tokens for {n_seq} sequences")

@@ -59,7 +59,9 @@ class BatchedLlama(LlamaText):
         )
         try:
             self.info = self._text_info = describe_llama(self._llm, path, options, n_ctx)
-            self.ctx = BatchContext(self._llm, n_ctx=n_ctx * n_seq, n_seq=n_seq, n_batch=n_batch)
+            self.ctx = BatchContext(
+                self._llm, n_ctx=n_ctx * n_seq, n_seq=n_seq, n_batch=n_batch, flash_attn=options.flash_attn
+            )
         except BaseException:
             self._llm.close()
             raise

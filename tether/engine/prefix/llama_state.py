@@ -7,7 +7,7 @@ import ctypes
 from pathlib import Path
 from typing import Any
 
-from tether.engine.llama_options import LlamaOptions
+from tether.engine.llama_options import LlamaOptions, attention
 from tether.engine.prefix.keys import CacheTag, model_fingerprint
 
 __all__ = ["keep_seq", "llama_tag", "load_seq", "save_seq"]
@@ -55,8 +55,6 @@ def llama_tag(path: str | Path, options: LlamaOptions, *, layout: str, n_ctx: in
         n_ctx=n_ctx,
         cache_type_k=options.cache_type_k,
         cache_type_v=options.cache_type_v,
-        # Not forced, the batched context lets llama.cpp choose (flash attention on CPU); the serial
-        # engine's Llama turns it off. Either way the V cache's layout follows.
-        flash_attn="on" if options.flash_attn else ("off" if layout == "serial" else "auto"),
+        flash_attn=attention(options, layout),
         runtime=str(llama_cpp.__version__),
     )
