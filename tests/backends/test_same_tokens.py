@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from tests.support.engines import bundled_batched
 from tether.engine.base import SamplingParams, Token
 from tether.engine.batch import BatchedLlama
-from tether.engine.locate import bundled_model_path
 
 QUESTIONS = (
     "Write a long story about a dragon.",
@@ -28,10 +28,8 @@ TOKENS = 96
 
 @pytest.fixture(scope="module")
 def one_slot() -> Iterator[BatchedLlama]:
-    engine = BatchedLlama(bundled_model_path(), n_seq=1, n_ctx=2048)
-    yield engine
-    for slot in engine.slots():
-        slot.close()
+    with bundled_batched(1, 2048) as engine:
+        yield engine
 
 
 @pytest.mark.parametrize("question", QUESTIONS)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.engines import bundled_batched
 from tests.support.socket_server import serving
 from tether.config import ServerConfig
 from tether.engine.batch import BatchedLlama
@@ -36,10 +37,8 @@ def smollm() -> Iterator[LlamaCppEngine]:
 @pytest.fixture(scope="session")
 def batched() -> Iterator[BatchedLlama]:
     """The bundled model as 8 batched sequences of 2,048 tokens (one context; docs/batching.md)."""
-    engine = BatchedLlama(bundled_model_path(), n_seq=8, n_ctx=2048)
-    yield engine
-    for slot in engine.slots():
-        slot.close()
+    with bundled_batched(8, 2048) as engine:
+        yield engine
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,13 @@
-"""Scripted engines with timing and faults, for testing the proxy's connection handling; and
-:func:`generated`, one generation of any engine run to its end."""
+"""Scripted engines with timing and faults, for testing the proxy's connection handling;
+:func:`generated`, one generation of any engine run to its end; and :func:`bundled_batched`, the
+bundled model as the batched engine."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -22,11 +24,32 @@ from tether.engine.base import (
     SamplingParams,
     Token,
 )
+from tether.engine.batch import BatchedLlama
+from tether.engine.locate import bundled_model_path
 from tether.engine.scripted import Reply, ScriptedEngine
 from tether.grammar.local import LocalConstraint
 from tether.grammar.spec import OutputSpec
 
-__all__ = ["BrokenConstraint", "FaultyEngine", "PrefillingEngine", "SlowEngine", "break_layer0", "generated"]
+__all__ = [
+    "BrokenConstraint",
+    "FaultyEngine",
+    "PrefillingEngine",
+    "SlowEngine",
+    "break_layer0",
+    "bundled_batched",
+    "generated",
+]
+
+
+@contextmanager
+def bundled_batched(n_seq: int, n_ctx: int) -> Iterator[BatchedLlama]:
+    """The bundled model as ``n_seq`` batched sequences of ``n_ctx`` tokens, closed on exit."""
+    engine = BatchedLlama(bundled_model_path(), n_seq=n_seq, n_ctx=n_ctx)
+    try:
+        yield engine
+    finally:
+        for slot in engine.slots():
+            slot.close()
 
 
 def generated(

@@ -206,7 +206,11 @@ class LlamaCppEngine(LlamaText, ContextEngine):
         )
         self._info = self._text_info = describe_llama(self._llm, path, options, self._llm.n_ctx())
         log.info(
-            "model_loaded", path=str(path), n_ctx=self._info.n_ctx, threads=threads, **options.describe()
+            "model_loaded",
+            path=str(path),
+            n_ctx=self._info.n_ctx,
+            threads=threads,
+            **options.describe("serial"),
         )
         _ = self.model_stops  # decided once, at load
         self._prefill: Prefill | None = None

@@ -112,12 +112,12 @@ class LlamaOptions:
                 "tether.toml), or keep --cache-type-v f16 (a quantized K cache alone works without it)."
             )
 
-    def describe(self) -> dict[str, str | int | bool]:
-        """For logs and ``/v1/models``: ``gpu_layers`` as given (``all`` or N), ``flash_attn`` ``auto``
-        when not forced."""
+    def describe(self, layout: str = "batched") -> dict[str, str | int | bool]:
+        """For logs: ``gpu_layers`` as given (``all`` or N), ``flash_attn`` as a context of ``layout``
+        runs it (:func:`attention`)."""
         return {
             "gpu_layers": "all" if self.gpu_layers == ALL_LAYERS else self.gpu_layers,
-            "flash_attn": "auto" if self.flash_attn is None else self.flash_attn,
+            "flash_attn": attention(self, layout),
             "cache_type_k": self.cache_type_k,
             "cache_type_v": self.cache_type_v,
             "mmap": self.mmap,
