@@ -8,9 +8,9 @@ consumer still busy with the last events costs the thread nothing more than a ``
 ``window`` (seconds) holds a batch open that long after the event that woke the consumer, so a
 fast stream arrives a few tokens at a time: one wake-up and one socket write for several tokens
 (the scheduler marks all but the last of a batch ``Token.batched``). The first batch is never held
-(time to first token), the end of a stream cuts a window short, and 0 disables holding. No lock: ``deque`` appends and pops are
-atomic, and the only shared flag is cleared by the consumer before it looks, so an event put after
-the look always wakes it.
+(time to first token), the end of a stream cuts a window short, and 0 disables holding. No lock:
+``deque`` appends and pops are atomic, and the only shared flag is cleared by the consumer before it
+looks, so an event put after the look always wakes it.
 """
 
 from __future__ import annotations

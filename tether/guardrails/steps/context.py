@@ -164,9 +164,9 @@ def answered_last_turn(history: Sequence[Message]) -> frozenset[str]:
 def cycled(history: Sequence[Message]) -> frozenset[str]:
     """The calls (by :func:`call_key`) made since the user last spoke whose latest results came back
     and do not read as failures (a failure may be retried), with nothing new called after them:
-    every later call repeats one made before. Made again, such a call only goes round the same loop (``find(a)``, ``find(b)``,
-    ``find(a)``, … gets ``find(b)`` here); a call followed by a new one (``ls``, ``mkdir``, ``ls``)
-    may see a changed state and is left alone."""
+    every later call repeats one made before. Made again, such a call only goes round the same loop
+    (``find(a)``, ``find(b)``, ``find(a)``, … gets ``find(b)`` here); a call followed by a new one
+    (``ls``, ``mkdir``, ``ls``) may see a changed state and is left alone."""
     start = next((i + 1 for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), 0)
     results = {m.tool_call_id or "": m.content for m in history[start:] if m.role == "tool"}
     made = [
