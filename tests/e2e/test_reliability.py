@@ -78,7 +78,7 @@ def test_sigterm_with_a_stream_in_flight_exits_within_the_grace_period() -> None
         took = time.monotonic() - sent
         reader.join(10)
         assert took < 4.0, took
-        assert any("shutting_down" in line for line in lines), lines[-3:]
+        assert any("shutting_down" in line for line in lines), (len(lines), lines[-6:])
 
 
 def test_tether_ctx_from_the_environment() -> None:
