@@ -123,7 +123,7 @@ def report(t: TurnTally) -> str:
     ]
     for size in sorted(t.by_size):
         n, right = t.by_size[size]
-        label = f"{size} call" + ("s" if size > 1 else "") + (" or more" if size == 3 else "")
+        label = f"{size} call" + ("s" if size != 1 else "") + (" or more" if size == 3 else "")
         lines.append(f"  answer's turn makes {label}: {pct(right, n)} exact")
     p = t.per_turn
     lines.append(f"entry accuracy a per-turn rate of {p:.3f} gives (mean p**turns): {100 * t.bound(p):.2f} %")
