@@ -24,12 +24,12 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["TurnTally", "call_key", "main", "tally"]
+__all__ = ["TurnTally", "call_parts", "main", "tally"]
 
 Key = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]
 
 
-def call_key(text: str) -> Key:
+def call_parts(text: str) -> Key:
     """``name(a, k=v)`` as (name, positional values, sorted keyword values), values re-printed so
     that ``'x'`` and ``"x"`` agree; text that is not a call is its own name."""
     try:
@@ -95,8 +95,8 @@ def tally(records: Iterable[Mapping[str, Any]]) -> TurnTally:
         out.entries_single += all(len(calls) <= 1 for calls in answer)
         all_exact = True
         for turn, calls in enumerate(answer):
-            want = sorted(map(call_key, calls))
-            got = sorted(map(call_key, _made(steps, turn)))
+            want = sorted(map(call_parts, calls))
+            got = sorted(map(call_parts, _made(steps, turn)))
             same = want == got
             out.turns += 1
             out.exact += same

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from tether.evals.turns import call_key, main, report, tally
+from tether.evals.turns import call_parts, main, report, tally
 
 
 def _record(
@@ -19,10 +19,10 @@ def _record(
 
 
 def test_a_call_is_read_the_same_whatever_its_quotes_and_keyword_order() -> None:
-    assert call_key("mv(source='a', destination=\"b\")") == call_key('mv(destination="b",source="a")')
-    assert call_key("sort('x.txt')") == ("sort", ("'x.txt'",), ())
-    assert call_key("sort('x.txt')") != call_key("sort(file_name='x.txt')")
-    assert call_key("not a call (") == ("not a call (", (), ())
+    assert call_parts("mv(source='a', destination=\"b\")") == call_parts('mv(destination="b",source="a")')
+    assert call_parts("sort('x.txt')") == ("sort", ("'x.txt'",), ())
+    assert call_parts("sort('x.txt')") != call_parts("sort(file_name='x.txt')")
+    assert call_parts("not a call (") == ("not a call (", (), ())
 
 
 def test_turns_are_counted_exact_by_name_and_by_the_answers_size() -> None:
