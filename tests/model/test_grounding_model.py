@@ -220,3 +220,25 @@ def test_a_date_and_a_time_go_to_their_parameters_and_a_file_name_is_copied_whol
     assert args["date"] == "2025-03-14" and args["time"] == "09:30" and "dentist" in args["title"]
     reply = ask_with_tools(base, 'Write "hello world" to greeting.txt.', [READ_FILE, WRITE_FILE])
     assert arguments(reply)["filePath"] == "greeting.txt"
+
+
+FORECAST = tool(
+    "get_forecast",
+    "The weather forecast for a city on a date.",
+    {
+        "city": {"type": "string", "description": "The city, e.g. 'Austin, TX'."},
+        "date": {"type": "string", "description": "The date, in the format YYYY-MM-DD."},
+    },
+    ["city"],
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "day"),
+    [
+        ("What's the weather forecast for Austin, TX on the 4th of July 2024?", "2024-07-04"),
+        ("Today is Monday April 24th 2023. The weather forecast for Austin, TX the upcoming Wednesday?", "2023-04-26"),
+    ],
+)
+def test_the_date_is_the_day_the_request_asks_about(base: str, question: str, day: str) -> None:
+    assert arguments(ask(base, question, FORECAST)).get("date") == day

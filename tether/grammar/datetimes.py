@@ -20,11 +20,14 @@ __all__ = [
     "DAY",
     "MONTH",
     "MONTHS",
+    "asked_day",
     "date_spans",
     "date_time_params",
     "meant_day",
+    "only_dates",
     "time_spans",
     "written_dates",
+    "written_month_days",
     "written_times",
 ]
 
@@ -71,6 +74,17 @@ def written_dates(text: str) -> set[tuple[int, int, int]]:
 _TIME = re.compile(
     r"(?<![\d:])(\d{1,2})(?::(\d{2}))?(?::\d{2})?\s*([ap])\.?m\b|(?<![\d:])(\d{1,2}):(\d{2})(?!\d)"
 )
+
+
+def only_dates(text: str) -> bool:
+    """Whether ``text`` writes a date and nothing else but times of day ("2023-10-03", "March 3,
+    2025 at 1 pm"): such a value is said as a date or not at all, never by its words alone."""
+    rest = text
+    for pattern, _ in _DATE_FORMS:
+        rest = pattern.sub(" ", rest)
+    if rest == text:
+        return False
+    return not re.search(r"[^\W\d_]{2,}", re.sub(r"\bat\b", " ", _TIME.sub(" ", rest)))
 
 
 def written_times(text: str) -> set[tuple[int, int]]:
@@ -127,17 +141,31 @@ _RELATIVE = re.compile(
     r"\b(day\s+after\s+tomorrow|day\s+before\s+yesterday|tomorrow|yesterday|today|tonight)\b"
     r"|\bin\s+(\d{1,3}|a|one|two|three|four|five|six|seven)\s+days?\b"
     r"|\b(\d{1,3}|a|one|two|three|four|five|six|seven)\s+days?\s+ago\b"
-    rf"|\bnext\s+({'|'.join(_WEEKDAYS)}|week)\b"
+    rf"|\b(?:next|(?:this\s+)?(?:up)?coming)\s+({'|'.join(_WEEKDAYS)}|week)\b"
 )
 _MONTH_DAY = re.compile(rf"\b{MONTH}\s*{DAY}\b|\b{DAY}\s+(?:of\s+)?{MONTH}")
 _OFFSETS = {"day after tomorrow": 2, "day before yesterday": -2, "tomorrow": 1, "yesterday": -1}
 
 
-_WEEKDAY_FIRST = re.compile(r"(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+")
+def written_month_days(text: str) -> set[tuple[int, int]]:
+    """Every (month, day) ``text`` writes without a year ("on the 12th of March", "May 5th")."""
+    bare = text
+    for pattern, _ in _DATE_FORMS:  # a month and day inside a whole date is that date's
+        bare = pattern.sub(" ", bare)
+    out: set[tuple[int, int]] = set()
+    for m in _MONTH_DAY.finditer(bare):
+        month, day = (m[1], m[2]) if m[1] else (m[4], m[3])
+        if 1 <= int(day) <= 31:
+            out.add((MONTHS[month], int(day)))
+    return out
 
 
-def _date_at(text: str) -> tuple[date, int] | None:
-    """The date ``text`` begins with (a weekday before it allowed: "Sat Dec 06 2026") and where it ends."""
+_WEEKDAY_FIRST = re.compile(r"(mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?,?\s+")
+
+
+def _date_at(text: str) -> tuple[date, int, int] | None:
+    """The date ``text`` begins with (a weekday before it allowed: "Sat Dec 06 2026"), where it ends,
+    and its weekday (0 for Monday): the one written, where one is."""
     lead = _WEEKDAY_FIRST.match(text)
     skip = lead.end() if lead else 0
     for pattern, form in _DATE_FORMS:
@@ -145,9 +173,11 @@ def _date_at(text: str) -> tuple[date, int] | None:
         if m is None:
             continue
         try:
-            return date(*_ymd(form, m)), m.end()
+            day = date(*_ymd(form, m))
         except ValueError:
             return None
+        weekday = [w[:3] for w in _WEEKDAYS].index(lead[1]) if lead else day.weekday()
+        return day, m.end(), weekday
     return None
 
 
@@ -160,7 +190,9 @@ def meant_day(text: str) -> date | None:
     found = _date_at(low[m.end() :]) if m else None
     if m is None or found is None:
         return None
-    today, size = found
+    # "next Wednesday" counts from the weekday the user names with today's date, even one the
+    # calendar disagrees with ("Monday April 25th 2023", a Tuesday): the user counts from it
+    today, size, weekday_now = found
     rest = f"{low[: m.start()]} {low[m.end() + size :]}"
     phrases = list(_RELATIVE.finditer(rest))
     if len(phrases) != 1 or written_dates(rest):
@@ -176,4 +208,24 @@ def meant_day(text: str) -> date | None:
         return today + timedelta(days=days if ahead is not None else -days)
     if weekday == "week":
         return today + timedelta(days=7)
-    return today + timedelta(days=(_WEEKDAYS.index(weekday) - today.weekday() - 1) % 7 + 1)
+    return today + timedelta(days=(_WEEKDAYS.index(weekday) - weekday_now - 1) % 7 + 1)
+
+
+def asked_day(request: str, context: str = "", year: int | None = None) -> date | None:
+    """The one day ``request`` asks about: its relative day counted from the today it (or, after it,
+    ``context``) states (:func:`meant_day`); else, where it states no today, the one date it writes,
+    or the one month and day it writes with no year, in ``year``. None when it names no day or
+    several, or a day nobody can place ("on Wednesday" beside "today is ...")."""
+    day = meant_day(request) or (meant_day(f"{context}\n{request}") if context else None)
+    low = " ".join(request.lower().split())
+    if day is not None or _TODAY.search(low):
+        return day
+    dates, month_days = written_dates(low), written_month_days(low)
+    try:
+        if len(dates) == 1 and not month_days:
+            return date(*dates.pop())
+        if not dates and len(month_days) == 1 and year is not None:
+            return date(year, *month_days.pop())
+    except ValueError:  # "2023-02-30": no day at all
+        return None
+    return None

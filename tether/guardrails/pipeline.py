@@ -12,25 +12,28 @@ workflow runner and the evals all run these steps, configured by one ``GuardConf
    dispatched (the call is settled ``unresolved``, or ``unchecked`` with no name layers);
 3. **arguments** (:mod:`~tether.guardrails.steps.arguments`) — Draft 2020-12 validation with
    lossless recorded coercions (:mod:`tether.coercion`), then a schema-constrained repair;
-4. **grounding** (:mod:`~tether.guardrails.steps.grounding`) — with ``tool_choice: auto`` on a
+4. **dates** (:mod:`~tether.guardrails.steps.dates`) — a tool's one date parameter holds the day
+   the request asks about ("tomorrow" counted from the today it states, or the one date it writes)
+   in the parameter's shape (``shape_values``), before grounding would drop a date nobody said;
+5. **grounding** (:mod:`~tether.guardrails.steps.grounding`) — with ``tool_choice: auto`` on a
    fresh user ask, a call whose values the conversation does not contain (most of them, or with
    ``abstain_unsaid`` any required one) is abstained from (:mod:`tether.selection.grounded`): a
    wrong guess is worse than no guess, and the reply becomes a text answer; a fitting tool's call
    whose unsaid values are strings is first asked again with them limited to the request's words
    (``reground_min``, :mod:`tether.guardrails.values`);
-5. **shapes** (:mod:`~tether.guardrails.steps.shapes`) — a string value goes in the shape its
+6. **shapes** (:mod:`~tether.guardrails.steps.shapes`) — a string value goes in the shape its
    parameter asks for: a date as ``YYYY-MM-DD`` (``format: date`` or the description's words), a US
    state as its code (``shape_values``, :mod:`tether.guardrails.shapes`); a from/to pair in the
    request's order and a command the request gives, whole (:mod:`tether.guardrails.said_values`);
    an array of ``enum`` items cut to those a fresh ask names (:mod:`tether.selection.named_items`);
-6. **duplicates** (:mod:`~tether.guardrails.steps.duplicates`) — an identical call later in the
+7. **duplicates** (:mod:`~tether.guardrails.steps.duplicates`) — an identical call later in the
    same reply is dropped, and (``end_loops``) so is a call identical to one of the previous turn's
    whose result came back without failing: the result is already in the conversation, and a small
    model otherwise loops on it until its turns run out (a changed world in between, such as a read
    after an edit, is another turn); a call that only reorders an earlier one's values or differs in
    optional values nobody said is merged into it (``merge_variants``), and one that only mixes
    earlier calls' values, or changes one of them to a guess, is dropped;
-7. **mentioned options** (:mod:`~tether.guardrails.steps.mentioned`) — the lone call of a reply to
+8. **mentioned options** (:mod:`~tether.guardrails.steps.mentioned`) — the lone call of a reply to
    a fresh user ask gets the ``enum`` arguments the request names word for word and the model left
    out ("with pediatrics department" → ``department: "Pediatrics"``;
    :func:`tether.selection.relevance.mentioned_choices`), and a single choice nobody named gives
@@ -74,6 +77,7 @@ from tether.guardrails.steps.context import (
     Step,
     lone,
 )
+from tether.guardrails.steps.dates import dates
 from tether.guardrails.steps.duplicates import duplicates
 from tether.guardrails.steps.grounding import grounding
 from tether.guardrails.steps.mentioned import mentioned
@@ -100,7 +104,16 @@ __all__ = [
 ]
 
 # The guard's steps, in the order they run on each call (see the module doc).
-STEPS: tuple[Step, ...] = (rescue_gate, names, arguments, grounding, shapes, duplicates, mentioned)
+STEPS: tuple[Step, ...] = (
+    rescue_gate,
+    names,
+    arguments,
+    dates,
+    grounding,
+    shapes,
+    duplicates,
+    mentioned,
+)
 
 
 class Regenerator(Protocol):

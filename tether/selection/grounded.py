@@ -9,7 +9,8 @@ call's *extractive* values (strings and numbers without ``enum``, ``const`` or `
   ignored; a value of up to three letters as a whole word, so ``"CA"`` is not found in "case"),
   when at least half of its words do, by their stems (``"New York, NY"`` for "in New York",
   ``"panda"`` for "pandas"), or when it is a date the conversation gives in any usual writing
-  (``"2025-03-14"`` for "March 14th, 2025"); a string of several lines, or one of a composed
+  (``"2025-03-14"`` for "March 14th, 2025", for "March 14th" with no year, and for "tomorrow" where
+  the conversation states today's date); a string of several lines, or one of a composed
   parameter (a file's content, a command: :func:`tether.schema_kinds.composed`), is the
   model's own writing and says nothing either way;
 * a number counts when the conversation states it, however written
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.chat import Message
-from tether.grammar.datetimes import written_dates, written_times
+from tether.grammar.datetimes import meant_day, only_dates, written_dates, written_month_days, written_times
 from tether.grammar.spans import number_spans
 from tether.schema_kinds import (
     described_default,
@@ -90,14 +91,23 @@ class Grounding:
     numbers: frozenset[float]
     dates: frozenset[tuple[int, int, int]]
     times: frozenset[tuple[int, int]] = frozenset()
+    month_days: frozenset[tuple[int, int]] = frozenset()
 
     @classmethod
     def of(cls, text: str) -> Grounding:
         flat = " ".join(text.lower().split())
         stems = frozenset(stem(w) for w in _WORD.findall(flat))
         numbers = {float(n) for _, _, n in number_spans(flat.encode())}
+        dates = written_dates(flat)
+        if (day := meant_day(flat)) is not None:  # "tomorrow", where the text states today's date
+            dates.add((day.year, day.month, day.day))
         return cls(
-            flat, stems, frozenset(numbers), frozenset(written_dates(flat)), frozenset(written_times(flat))
+            flat,
+            stems,
+            frozenset(numbers),
+            frozenset(dates),
+            frozenset(written_times(flat)),
+            frozenset(written_month_days(flat)),
         )
 
     def writes(self, value: str) -> bool:
@@ -111,9 +121,12 @@ class Grounding:
         flat = " ".join(value.lower().split())
         if self.writes(flat):
             return True
-        if self.dates and written_dates(flat) & self.dates:
+        days = written_dates(flat)
+        if days & self.dates or any((m, d) in self.month_days for _, m, d in days):
             # A date-time is said with its time of day; midnight is what a bare date means.
             return not (written_times(flat) - {(0, 0)} - self.times)
+        if days and only_dates(flat):  # "2023-10-03" is not said by "2023" and "10"
+            return False
         words = _WORD.findall(flat)
         if " " not in flat and re.search(r"[_@]", flat):  # an identifier, an address: all of it
             return bool(words) and all(stem(w) in self.stems for w in words)

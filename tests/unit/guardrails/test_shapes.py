@@ -167,3 +167,12 @@ def test_the_guard_dates_tomorrow_from_the_stated_today_where_one_date_is_asked(
     stay = ToolCall("book", {"check_in": "2023-10-01", "check_out": "2023-10-03"})
     guarded = run_guard_sync(guard_steps([stay], [both], PRESETS["strict"], ask))
     assert dict(guarded.calls[0].arguments) == dict(stay.arguments)  # which one is tomorrow?
+
+
+def test_a_city_with_its_state_or_country_named_gets_the_state_code() -> None:
+    assert reshape("Seattle, Washington", "city-state") == "Seattle, WA"
+    assert reshape("Seattle, United States", "city-state") == "Seattle, WA"
+    assert reshape("Austin, USA", "city-state") == "Austin, TX"
+    assert reshape("Seattle, WA", "city-state") is None  # in shape already
+    assert reshape("Paris, France", "city-state") is None  # not a US place
+    assert reshape("Springfield, United States", "city-state") is None  # which one?

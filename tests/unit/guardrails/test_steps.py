@@ -53,7 +53,7 @@ def run(calls: list[ToolCall], steps: tuple[Step, ...]) -> GuardResult:
 
 
 def test_steps_are_the_documented_order_each_in_its_own_module() -> None:
-    order = ["rescue_gate", "names", "arguments", "grounding", "shapes", "duplicates", "mentioned"]
+    order = ["rescue_gate", "names", "arguments", "dates", "grounding", "shapes", "duplicates", "mentioned"]
     assert [s.__name__ for s in STEPS] == order
     assert [s.__module__ for s in STEPS] == [f"tether.guardrails.steps.{n}" for n in order]
     # guard_steps runs STEPS unless told otherwise.

@@ -1,4 +1,4 @@
-"""Step 6, duplicates: no call twice, in one reply or (``end_loops``) across two turns.
+"""Step 7, duplicates: no call twice, in one reply or (``end_loops``) across two turns.
 
 With ``dedupe``, a call identical (name and arguments) to an earlier one of the reply is dropped,
 unless it answers a fresh ask that lists what the call's one listed value belongs to ("the

@@ -1,4 +1,4 @@
-"""Step 4, grounding: with a text answer allowed, no call whose values nobody said.
+"""Step 5, grounding: with a text answer allowed, no call whose values nobody said.
 
 With ``tool_choice: auto`` on a fresh user ask (``may_answer``), a call whose extractive values the
 conversation does not contain (less than ``abstain_below`` of them, or with ``abstain_unsaid`` any

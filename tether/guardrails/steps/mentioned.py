@@ -1,4 +1,4 @@
-"""Step 7, mentioned options: the lone call of a fresh ask gets the options the request names.
+"""Step 8, mentioned options: the lone call of a fresh ask gets the options the request names.
 
 The ``enum`` arguments the user's last message names word for word and the model left out are
 filled ("with pediatrics department" → ``department: "Pediatrics"``;

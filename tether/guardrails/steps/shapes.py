@@ -1,10 +1,11 @@
-"""Step 5, shapes: string values put in the shape their parameter asks for (:mod:`tether.guardrails.shapes`),
+"""Step 6, shapes: string values put in the shape their parameter asks for (:mod:`tether.guardrails.shapes`),
 a from/to pair in the order the request says it and a command it gives whole
 (:mod:`tether.guardrails.said_values`).
 
 Runs after the arguments are checked: a date the user wrote as "April 25, 2023" goes to a
-``YYYY-MM-DD`` parameter as ``2023-04-25``, "tomorrow" as the day after the date the conversation
-states as today (:func:`tether.grammar.datetimes.meant_day`), "California" to a two-letter state parameter as ``CA``;
+``YYYY-MM-DD`` parameter as ``2023-04-25`` (the day a request asks about, where the model wrote
+another, is step 4's, :mod:`tether.guardrails.steps.dates`), "California" to a two-letter state
+parameter as ``CA``;
 "change color = red to color = blue" gives ``oldString`` the red line however the model paired them;
 "London 2022/08/16" beside a date parameter's "2022/08/16" is "London"; an object parameter holding
 its own schema echoed takes the one object the request writes; two numbers dealt to each other's
@@ -20,17 +21,15 @@ left as the model wrote it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from tether.calls import ToolCall
-from tether.chat import Message
-from tether.grammar.datetimes import meant_day
 from tether.guardrails.interventions import Intervention
 from tether.guardrails.labelled import labelled_swaps, unused_numbers
 from tether.guardrails.prefixed import in_named_units
 from tether.guardrails.said_values import apart, ordered_pairs, whole_commands, written_objects
-from tether.guardrails.shapes import redated, reshape, said_year, wanted_shape
+from tether.guardrails.shapes import reshape, said_year, wanted_shape
 from tether.guardrails.steps.context import GuardContext, call_key, never_asks
 from tether.selection.decision import request_text
 from tether.selection.named_items import unnamed_items
@@ -50,16 +49,9 @@ def shapes(call: ToolCall, ctx: GuardContext) -> ToolCall | None:
     arguments = {**call.arguments, **changed}
     wanted = {k: wanted_shape(v) for k, v in props.items() if isinstance(v, Mapping)}
     year = said_year(request)
-    day = None
-    # "tomorrow", counted from the date the user (or the client's system prompt) states as today,
-    # for a tool with one date (a check-in and a check-out: which one is "tomorrow"?)
-    if sum(s in ("date", "us-date") for s in wanted.values()) == 1:
-        day = meant_day(request) or meant_day(f"{_system_text(ctx.history)}\n{request}")
     for key, value in arguments.items():
         shape = wanted.get(key)
         fixed = reshape(value, shape, year) if shape is not None else None
-        if day is not None and shape is not None:
-            fixed = redated(fixed or value, shape, day) or fixed
         if fixed is not None and fixed != call.arguments[key]:
             changed[key] = fixed
     changed |= ordered_pairs({**call.arguments, **changed}, props, request)
@@ -102,7 +94,3 @@ def _spread(arguments: dict[str, Any], name: str, ctx: GuardContext, request: st
         ctx.seen[call_key(fixed)] = at[index]
         ctx.checked[at[index]] = (fixed, verdict)
     return mine
-
-
-def _system_text(history: Sequence[Message]) -> str:
-    return "\n".join(m.content for m in history if m.role == "system" and m.content)
