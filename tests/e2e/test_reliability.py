@@ -51,6 +51,9 @@ def test_sigterm_with_a_stream_in_flight_exits_within_the_grace_period() -> None
             "max_tokens": 3000,
             "stream": True,
             "messages": [{"role": "user", "content": "Write a very long story."}],
+            # No end of text, turn or a new turn: a story that ended within the grace period would
+            # end the stream with [DONE] before shutdown had anything to cut.
+            "logit_bias": {"0": -100, "1": -100, "2": -100},
         }
         lines: list[str] = []
         reading = threading.Event()

@@ -29,9 +29,18 @@ def test_tiny_eval_writes_jsonl_and_html(tmp_path: Path) -> None:
             assert record["preset"] == preset and record["model_calls"] >= 1
             assert record["prompt_tokens"] > 0 and record["server"] == "tether"
             assert isinstance(record["correct"], bool)
+            if name == "bfcl-simple":  # a one-reply item says why each intervention happened
+                assert len(record["notes"]) == sum(record["interventions"].values())
         page = (tmp_path / f"{name}.report.html").read_text()
         assert "<svg" in page and "Paired deltas against bare" in page
     # Re-running with the same output skips the finished items: no new lines.
     again = CliRunner().invoke(eval_app, args)
     assert again.exit_code == 0, again.output
     assert len((tmp_path / f"{names[0]}.bare.jsonl").read_text().splitlines()) == 1
+    # --item runs only the named items of the selection.
+    one = ["--suite", "scenarios:plumbing", "--item", "plumbing.note", "--preset", "bare", "--ctx", "4096"]
+    one += ["--max-tokens", "48", "--out", str(tmp_path / "one.{preset}.jsonl"), "--no-progress", "--threads", "1"]
+    picked = CliRunner().invoke(eval_app, one)
+    assert picked.exit_code == 0, picked.output
+    ids = {json.loads(line)["item_id"] for line in (tmp_path / "one.bare.jsonl").read_text().splitlines()}
+    assert ids == {"plumbing.note"}

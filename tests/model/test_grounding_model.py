@@ -222,15 +222,9 @@ def test_a_date_and_a_time_go_to_their_parameters_and_a_file_name_is_copied_whol
     assert arguments(reply)["filePath"] == "greeting.txt"
 
 
-FORECAST = tool(
-    "get_forecast",
-    "The weather forecast for a city on a date.",
-    {
-        "city": {"type": "string", "description": "The city, e.g. 'Austin, TX'."},
-        "date": {"type": "string", "description": "The date, in the format YYYY-MM-DD."},
-    },
-    ["city"],
-)
+CITY = {"type": "string", "description": "The city, e.g. 'Austin, TX'."}
+ON_DATE = {"type": "string", "description": "The date, in the format YYYY-MM-DD."}
+FORECAST = tool("get_forecast", "The weather forecast for a city on a date.", {"city": CITY, "date": ON_DATE}, ["city"])
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,13 @@ def run(
             help="BFCL items: test (the published 100 per category, seed 0), dev (all others, for tuning) or all."
         ),
     ] = "all",
+    item: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="ID",
+            help="Only these items of the selection (repeatable): re-run the ones a report names.",
+        ),
+    ] = None,
     runs: Annotated[int, typer.Option(min=1, help="Repeat every item this many times.")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Items in flight at once.")] = 1,
     base_url: Annotated[
@@ -164,11 +171,16 @@ def run(
     console = Console(stderr=True)
     try:
         plans: list[Plan] = []
+        wanted = set(item or ())
         for spec in suite:
             name = suite_name(spec)
             items = load_items(spec, limit=limit, seed=seed, split=split)
+            if wanted:
+                items = [i for i in items if i.item_id in wanted]
             stores = {p: ResultStore(out.replace("{suite}", name).replace("{preset}", p)) for p in presets}
             plans.append((spec, name, items, stores))
+        if missing := wanted - {i.item_id for _, _, items, _ in plans for i in items}:
+            _fail(f"--item names no item of the selection: {', '.join(sorted(missing))}")
         asyncio.run(_run_all(target, plans, presets, runs, seed, concurrency, options, console, progress))
     except TetherError as exc:
         _fail(exc.message)

@@ -48,6 +48,7 @@ class ItemRecord:
     cached_tokens: int = 0
     latency_s: float = 0.0
     interventions: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # "kind: detail" of a one-reply item's interventions
     output: Any = None
     model: str = ""
     server: str = ""

@@ -112,6 +112,7 @@ class BfclEvalItem(_OfBfcl):
             tool_calls=len(reply.tool_calls),
             latency_s=round(reply.latency_s, 3),
             interventions=_kinds(reply.interventions),
+            notes=[f"{n.get('kind')}: {n.get('detail')}" for n in reply.interventions],
             output={"content": reply.text or None, "tool_calls": _calls(reply.tool_calls)},
             prompt=excerpt(_last_user(self.item.messages)),
             expected=_bfcl_expected(self.item),

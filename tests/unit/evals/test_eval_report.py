@@ -71,6 +71,8 @@ def test_cli_compare_report_and_scenarios(tmp_path: Path) -> None:
         listing.exit_code == 0 and "recovery.transient" in listing.output and "long_context" in listing.output
     )
     assert runner.invoke(eval_app, []).exit_code == 2
+    unknown = runner.invoke(eval_app, ["--suite", "scenarios:plumbing", "--item", "plumbing.nope"])
+    assert unknown.exit_code == 2 and "--item names no item of the selection: plumbing.nope" in unknown.output
     bad = runner.invoke(eval_app, ["--suite", "scenarios", "--preset", "bare,turbo"])
     assert bad.exit_code == 2 and "turbo" in bad.output
 
