@@ -76,12 +76,17 @@ _TIME = re.compile(
 )
 
 
+def _without_dates(text: str) -> str:
+    """``text`` with every date it writes blanked out."""
+    for pattern, _ in _DATE_FORMS:
+        text = pattern.sub(" ", text)
+    return text
+
+
 def only_dates(text: str) -> bool:
     """Whether ``text`` writes a date and nothing else but times of day ("2023-10-03", "March 3,
     2025 at 1 pm"): such a value is said as a date or not at all, never by its words alone."""
-    rest = text
-    for pattern, _ in _DATE_FORMS:
-        rest = pattern.sub(" ", rest)
+    rest = _without_dates(text)
     if rest == text:
         return False
     return not re.search(r"[^\W\d_]{2,}", re.sub(r"\bat\b", " ", _TIME.sub(" ", rest)))
@@ -149,11 +154,8 @@ _OFFSETS = {"day after tomorrow": 2, "day before yesterday": -2, "tomorrow": 1, 
 
 def written_month_days(text: str) -> set[tuple[int, int]]:
     """Every (month, day) ``text`` writes without a year ("on the 12th of March", "May 5th")."""
-    bare = text
-    for pattern, _ in _DATE_FORMS:  # a month and day inside a whole date is that date's
-        bare = pattern.sub(" ", bare)
     out: set[tuple[int, int]] = set()
-    for m in _MONTH_DAY.finditer(bare):
+    for m in _MONTH_DAY.finditer(_without_dates(text)):  # a month and day inside a whole date is that date's
         month, day = (m[1], m[2]) if m[1] else (m[4], m[3])
         if 1 <= int(day) <= 31:
             out.add((MONTHS[month], int(day)))
